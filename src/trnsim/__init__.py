@@ -1,0 +1,30 @@
+"""trnsim: AWS Trainium in software. See README.md for the tour."""
+
+from trnsim.errors import (
+    CapacityError,
+    ConfigError,
+    DTypeError,
+    FormatError,
+    HazardError,
+    KernelError,
+    ShapeError,
+    SpecError,
+    TrnsimError,
+    UnsupportedError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CapacityError",
+    "ConfigError",
+    "DTypeError",
+    "FormatError",
+    "HazardError",
+    "KernelError",
+    "ShapeError",
+    "SpecError",
+    "TrnsimError",
+    "UnsupportedError",
+    "__version__",
+]

@@ -1,0 +1,46 @@
+"""The `trnsim` command. Each subcommand lives in its own module of this package.
+
+A subcommand module defines `register(subparsers)`, which adds its parser and sets
+`run=<function(args) -> int>` as the parser default. Add the module's name to COMMANDS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from trnsim import __version__
+from trnsim.config import current
+from trnsim.errors import TrnsimError
+
+COMMANDS = ["specs", "compare"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="trnsim", description="AWS Trainium in software.")
+    parser.add_argument("--version", action="version", version=f"trnsim {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"trnsim.cli.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one subcommand; a TrnsimError becomes one line on stderr and exit code 2."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return 1
+    try:
+        return int(args.run(args) or 0)
+    except TrnsimError as error:
+        if current().debug:
+            raise
+        print(f"trnsim: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""The few settings trnsim reads from the environment, each overridable in a `with` block.
+
+    with trnsim.config.override(strict=True):
+        ...   # reads of never-written memory raise here
+
+Environment: TRNSIM_TARGET (default generation, e.g. "trn2"), TRNSIM_STRICT (1 = raise on reading
+uninitialised memory), TRNSIM_DEBUG (1 = keep full tracebacks in the CLI). NKI's own
+NEURON_PLATFORM_TARGET_OVERRIDE is read by trnsim.nki, and NEURON_RT_STOCHASTIC_ROUNDING_EN /
+NEURON_RT_STOCHASTIC_ROUNDING_SEED by trnsim.numerics, where those meanings live.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+from dataclasses import dataclass, fields, replace
+
+from trnsim.errors import ConfigError
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    target: str | None = None
+    strict: bool = False
+    debug: bool = False
+
+
+def _env_flag(name: str) -> bool:
+    value = os.environ.get(name, "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(f"{name}={value!r} is not a flag", hint="use 1 or 0")
+
+
+def from_env() -> Settings:
+    """Settings as the environment gives them, with defaults for what is not set."""
+    return Settings(target=os.environ.get("TRNSIM_TARGET") or None,
+                    strict=_env_flag("TRNSIM_STRICT"), debug=_env_flag("TRNSIM_DEBUG"))
+
+
+_overrides: contextvars.ContextVar[dict] = contextvars.ContextVar("trnsim_overrides", default={})
+
+
+def current() -> Settings:
+    """The settings in force here: the environment, then any enclosing `override` blocks."""
+    return replace(from_env(), **_overrides.get())
+
+
+@contextlib.contextmanager
+def override(**changes):
+    """Change settings for the code inside the block (and only there)."""
+    known = {f.name for f in fields(Settings)}
+    unknown = sorted(set(changes) - known)
+    if unknown:
+        raise ConfigError(f"unknown setting(s) {unknown}", hint=f"known: {sorted(known)}")
+    token = _overrides.set({**_overrides.get(), **changes})
+    try:
+        yield current()
+    finally:
+        _overrides.reset(token)
