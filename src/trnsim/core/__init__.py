@@ -1,0 +1,1 @@
+"""The NeuronCore machine: instruction set (isa), trace records, memory, checks and execution."""
