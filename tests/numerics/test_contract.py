@@ -1,0 +1,63 @@
+"""The API other areas code against: get_format names/aliases/dtypes and cast's defaults."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from trnsim import FormatError, numerics
+
+CANONICAL = ["float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e4m3fn",
+             "float8_e5m2", "float8_e3m4", "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn",
+             "float8_e8m0fnu", "int8", "uint8", "int16", "uint16", "int32", "uint32", "bool_"]
+
+
+@pytest.mark.parametrize("name", CANONICAL)
+def test_canonical_names_round_trip(name):
+    fmt = numerics.get_format(name)
+    assert fmt.name == name
+    assert numerics.get_format(fmt.numpy_dtype) is fmt or fmt.name in ("tfloat32",)
+
+
+def test_aliases_and_dtypes():
+    assert numerics.get_format("BF16").name == "bfloat16"
+    assert numerics.get_format("fp8_e4m3").max == 240
+    assert numerics.get_format(ml_dtypes.float8_e4m3fn).max == 448
+    assert numerics.get_format(np.float16).max == 65504
+    assert numerics.get_format(np.dtype("int8")).min == -128
+
+
+def test_torch_dtypes_without_importing_torch_in_numerics():
+    torch = pytest.importorskip("torch")
+    assert numerics.get_format(torch.bfloat16).name == "bfloat16"
+    assert numerics.get_format(torch.float8_e4m3fn).name == "float8_e4m3fn"
+    assert numerics.get_format(torch.bool).name == "bool_"
+
+
+def test_unknown_format_is_a_format_error():
+    with pytest.raises(FormatError, match="unknown number format 'float7'"):
+        numerics.get_format("float7")
+    with pytest.raises(FormatError, match="does not name a number format"):
+        numerics.get_format(3.5)
+
+
+def test_cast_returns_the_format_dtype_and_rounds_to_nearest_even():
+    y = numerics.cast([257.0, 259.0, 1.0], "bfloat16", rounding="nearest")
+    assert y.dtype == ml_dtypes.bfloat16
+    assert y.astype(np.float32).tolist() == [256.0, 260.0, 1.0]
+    assert numerics.cast([1.0 + 2**-11], "tf32").dtype == np.float32
+    assert numerics.cast([1.0 + 2**-11], "tf32").tolist() == [1.0]
+    assert numerics.cast([1.0 + 3 * 2**-11], "tf32").tolist() == [1.0 + 2**-9]
+
+
+def test_float_to_int_rounds_half_even_saturates_and_maps_nan_to_zero():
+    y = numerics.cast([0.5, 1.5, 2.5, -2.5, 300.0, -300.0, np.nan, np.inf], "int8")
+    assert y.dtype == np.int8
+    assert y.tolist() == [0, 2, 2, -2, 127, -128, 0, 127]
+    assert numerics.cast([70000, -5], "uint16").tolist() == [65535, 0]
+
+
+def test_non_numeric_input_is_a_format_error():
+    with pytest.raises(FormatError, match="not a real number type"):
+        numerics.cast(np.array(["a"]), "bfloat16")
+    with pytest.raises(FormatError, match="unknown rounding"):
+        numerics.cast([1.0], "bfloat16", rounding="up")
