@@ -25,7 +25,9 @@ def nearest(x32: np.ndarray, fmt: FloatFormat, saturate: bool) -> np.ndarray:
         encode(x32, fmt)  # raises the FormatError that names the first NaN
     if saturate:
         x32 = np.clip(x32, -fmt.max, fmt.max)
-    return x32.astype(fmt.numpy_dtype)
+    # Overflow to Inf/NaN is the format's own rule here, not an accident worth a warning.
+    with np.errstate(over="ignore", invalid="ignore"):
+        return x32.astype(fmt.numpy_dtype)
 
 
 def has_fast_sr(fmt: FloatFormat) -> bool:
