@@ -121,6 +121,9 @@ class CostSpec(_Spec):
     stride_penalty_factor: float = fact("factor")
     dma_min_efficient_bytes_per_partition: int = fact("bytes")
     dma_saturating_bytes_per_partition: int = fact("bytes")
+    dma_small_transfer_efficiency: float = fact("factor")
+    dma_transpose_hbm_efficiency: float = fact("factor")
+    dma_transpose_sbuf_efficiency: float = fact("factor")
     instructions: Mapping[str, InstructionCost] = nested("InstructionCost")
     sources: Mapping[str, Sourced] = plain("sources")
 
