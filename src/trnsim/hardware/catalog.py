@@ -64,7 +64,7 @@ class Catalog:
         kinds = ("instance", "chip", "core")
         found = [self.get(kind, name) for kind in kinds if normalize(name) in self.index[kind]]
         if not found:
-            close = list(dict.fromkeys(c for kind in kinds for c in self.close_matches(kind, name)))
+            close = list(dict.fromkeys(c for kind in kinds for c in self.close_matches(kind, name)))[:5]
             hint = f"did you mean {', '.join(close)}?" if close else "run `trnsim specs` for the list"
             raise SpecError(f"unknown hardware name {name!r}", hint=hint)
         return found
