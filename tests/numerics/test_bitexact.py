@@ -1,4 +1,4 @@
-"""The generic engine (encode.py) against ml_dtypes, bit for bit (reference §3.4-3.5).
+"""The generic engine (engine.py) against ml_dtypes, bit for bit (reference §3.4-3.5).
 
 Every 16-bit float input, every 8-bit code, and 10 M float32 inputs (random bit patterns, random
 values near each format's range, and each format's ties, thresholds and specials).

@@ -9,7 +9,7 @@ from trnsim.numerics.cast import (
     stochastic_seed,
     to_codes,
 )
-from trnsim.numerics.encode import decode, encode
+from trnsim.numerics.engine import decode, encode
 from trnsim.numerics.formats import FORMATS, FloatFormat, IntFormat, float_format, get_format, with_bias
 
 __all__ = [

@@ -18,7 +18,7 @@ import numpy as np
 
 from trnsim.errors import ConfigError, FormatError
 from trnsim.numerics import fast
-from trnsim.numerics.encode import decode, encode
+from trnsim.numerics.engine import decode, encode
 from trnsim.numerics.formats import FloatFormat, IntFormat, get_format
 
 ROUNDINGS = ("nearest", "stochastic")

@@ -1,7 +1,7 @@
 """Number formats as values: one `FloatFormat` description covers every float Trainium knows.
 
 A float format is sign / exponent / mantissa bits, a bias and a rule for special codes. That is
-enough to derive every figure (max, min normal, eps) and to round into it (see `encode.py`), so
+enough to derive every figure (max, min normal, eps) and to round into it (see `engine.py`), so
 cFP8's configurable split and bias are expressible as `float_format(...)` or `with_bias(...)`.
 
 Layouts and specials: reference/numerics.md §1.2 (checked there against ml_dtypes 0.6.0 by
