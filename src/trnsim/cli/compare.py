@@ -17,14 +17,14 @@ import json
 from rich.table import Table
 
 from trnsim import hardware
-from trnsim.cli.specs import SourceNotes, console, title_of
+from trnsim.cli.specs import SourceNotes, add_common_options, catalog_of, console, title_of
 from trnsim.errors import SpecError
 from trnsim.hardware.derived import FIGURES, Figure, figures
 
 
-def resolve(name: str):
+def resolve(catalog, name: str):
     """An instance if the name is one, else a chip; a core cannot be priced or compared here."""
-    found = [spec for spec in hardware.find(name) if not isinstance(spec, hardware.CoreSpec)]
+    found = [spec for spec in catalog.find(name) if not isinstance(spec, hardware.CoreSpec)]
     if not found:
         raise SpecError(f"{name!r} names a NeuronCore generation, not a chip or instance",
                         hint="compare chips (trn2) or instances (trn2.48xlarge)")
@@ -79,7 +79,8 @@ def as_json(specs) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    specs = list({id(spec): spec for spec in map(resolve, args.names)}.values())
+    catalog = catalog_of(args)
+    specs = list({id(spec): spec for spec in (resolve(catalog, name) for name in args.names)}.values())
     if args.json:
         print(json.dumps(as_json(specs), indent=2, ensure_ascii=False))
         return 0
@@ -99,6 +100,5 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("compare", help="instances or chips side by side with cost figures",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="+", metavar="NAME", help="instances (trn2.48xlarge) or chips (trn2)")
-    parser.add_argument("--sources", action="store_true", help="show where each number comes from")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_common_options(parser)
     parser.set_defaults(run=run)

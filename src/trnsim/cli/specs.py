@@ -17,9 +17,11 @@ from rich.console import Console
 from rich.table import Table
 
 from trnsim import hardware
+from trnsim.hardware.catalog import Catalog, default_catalog
 from trnsim.hardware.describe import KIND_OF, Row, row_map, rows, to_json
 
 KINDS = {"cores": "core", "chips": "chip", "instances": "instance"}
+"""Words that select a whole kind of entry."""
 
 SUMMARY = {
     "core": (("Aliases", "aliases"), ("Partitions", "partitions"),
@@ -109,20 +111,24 @@ def detail_table(spec, notes: SourceNotes) -> Table:
     return table
 
 
-def selected(names: list[str]) -> list:
+def catalog_of(args: argparse.Namespace) -> Catalog:
+    """The package catalog, or the one under --data (to check an edited copy of the data)."""
+    return hardware.load(args.data) if args.data else default_catalog()
+
+
+def selected(catalog: Catalog, names: list[str]) -> list:
     """The specs the names ask for, in order, without repeats; a kind word selects all of it."""
     found = []
-    for name in names:
+    for name in names or list(KINDS):
         if name.lower() in KINDS:
-            found.extend(getattr(hardware, name.lower())())
+            found.extend(catalog.entries[KINDS[name.lower()]].values())
         else:
-            found.extend(hardware.find(name))
+            found.extend(catalog.find(name))
     return list({id(spec): spec for spec in found}.values())
 
 
 def run(args: argparse.Namespace) -> int:
-    specs = selected(args.names) if args.names else [*hardware.cores(), *hardware.chips(),
-                                                      *hardware.instances()]
+    specs = selected(catalog_of(args), args.names)
     if args.json:
         print(json.dumps([to_json(spec) for spec in specs], indent=2, ensure_ascii=False))
         return 0
@@ -148,6 +154,12 @@ def register(subparsers) -> None:
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", metavar="NAME",
                         help="cores, chips, instances, or names such as trn2, Trainium2, trn2.48xlarge")
+    add_common_options(parser)
+    parser.set_defaults(run=run)
+
+
+def add_common_options(parser: argparse.ArgumentParser) -> None:
+    """--sources, --json and --data, shared by `specs` and `compare`."""
     parser.add_argument("--sources", action="store_true", help="show where each number comes from")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.set_defaults(run=run)
+    parser.add_argument("--data", metavar="DIR", help="read the hardware catalog from DIR (an edited copy)")
