@@ -1,0 +1,185 @@
+"""The engines' arithmetic: ALU operators and ScalarE activation functions, by NKI name.
+
+Arithmetic operators work on fp32 (inputs are cast to fp32 first, reference nki.md §2.3);
+bitwise operators work on the integer bit patterns. Comparisons give 1.0 or 0.0. Activation
+functions compute in fp32; `sin`, like the hardware's polynomial, does no range reduction (the
+reference's example: sin(9.0) is about 27.65 on hardware), reproduced here with an odd polynomial
+fitted on [-pi, pi] and evaluated outside it as the hardware does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from trnsim.errors import UnsupportedError
+
+F32 = np.float32
+
+
+def _bitwise(fn: Callable) -> Callable:
+    """Integer ops see bit patterns: fp32 operands are viewed as int32, results viewed back."""
+    def apply(a, b):
+        a_int, b_int = _as_bits(a), _as_bits(b)
+        return fn(a_int, b_int)
+    return apply
+
+
+def _as_bits(x):
+    x = np.asarray(x)
+    if x.dtype.kind in "iu":
+        return x.astype(np.int64)
+    return np.asarray(x, F32).astype(np.int64)
+
+
+def _compare(fn: Callable) -> Callable:
+    return lambda a, b: fn(a, b).astype(F32)
+
+
+def _logical(fn: Callable) -> Callable:
+    return lambda a, b: fn(np.asarray(a) != 0, np.asarray(b) != 0).astype(F32)
+
+
+def _abs_max(a, b):
+    return np.maximum(np.abs(a), np.abs(b))
+
+
+def _abs_min(a, b):
+    return np.minimum(np.abs(a), np.abs(b))
+
+
+def _mod(a, b):
+    return np.mod(a, b)
+
+
+# name -> (function of two fp32 arrays, identity for reductions or None when not reducible)
+ALU: dict[str, tuple[Callable, float | None]] = {
+    "add": (np.add, 0.0),
+    "subtract": (np.subtract, None),
+    "multiply": (np.multiply, 1.0),
+    "divide": (np.divide, None),
+    "maximum": (np.maximum, -np.inf),
+    "minimum": (np.minimum, np.inf),
+    "abs_max": (_abs_max, 0.0),
+    "abs_min": (_abs_min, np.inf),
+    "power": (np.power, None),
+    "mod": (_mod, None),
+    "fmod": (np.fmod, None),
+    "bypass": (lambda a, b: a, None),
+    "equal": (_compare(np.equal), None),
+    "not_equal": (_compare(np.not_equal), None),
+    "less": (_compare(np.less), None),
+    "less_equal": (_compare(np.less_equal), None),
+    "greater": (_compare(np.greater), None),
+    "greater_equal": (_compare(np.greater_equal), None),
+    "logical_and": (_logical(np.logical_and), None),
+    "logical_or": (_logical(np.logical_or), None),
+    "logical_xor": (_logical(np.logical_xor), None),
+    "bitwise_and": (_bitwise(np.bitwise_and), None),
+    "bitwise_or": (_bitwise(np.bitwise_or), None),
+    "bitwise_xor": (_bitwise(np.bitwise_xor), None),
+    "left_shift": (_bitwise(np.left_shift), None),
+    "right_shift": (_bitwise(lambda a, b: (a & 0xFFFFFFFF) >> b), None),
+}
+BITWISE = frozenset({"bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"})
+REDUCIBLE = frozenset(name for name, (_, identity) in ALU.items() if identity is not None) | {
+    "logical_and", "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor"}
+
+_REDUCE_UFUNC = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
+                 "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
+                 "bitwise_xor": np.bitwise_xor, "logical_and": np.logical_and,
+                 "logical_or": np.logical_or}
+
+
+def alu(name: str) -> Callable:
+    try:
+        return ALU[name][0]
+    except KeyError:
+        raise UnsupportedError(f"ALU operator {name!r} is not supported", what=name) from None
+
+
+def reduce(name: str, x: np.ndarray, axis) -> np.ndarray:
+    """Reduce with an ALU operator that the hardware allows as a reduction."""
+    if name in ("abs_max", "abs_min"):
+        return (np.max if name == "abs_max" else np.min)(np.abs(x), axis=axis)
+    ufunc = _REDUCE_UFUNC.get(name)
+    if ufunc is None:
+        raise UnsupportedError(f"{name!r} is not a legal reduction operator", what=name,
+                               hint="use add, multiply, maximum, minimum or a bitwise/logical op")
+    if name in BITWISE:
+        return ufunc.reduce(_as_bits(x), axis=axis)
+    if name.startswith("logical"):
+        return ufunc.reduce(x != 0, axis=axis).astype(F32)
+    return ufunc.reduce(x, axis=axis)
+
+
+def _fit_sin() -> np.polynomial.Polynomial:
+    """An odd degree-11 least-squares fit of sin on [-pi, pi] (no range reduction outside)."""
+    x = np.linspace(-np.pi, np.pi, 2001)
+    odd = np.polynomial.polynomial.polyfit(x, np.sin(x), 11)
+    odd[::2] = 0.0
+    return np.polynomial.Polynomial(odd)
+
+
+_SIN = _fit_sin()
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def _erf(x):
+    from math import erf
+    return np.vectorize(erf, otypes=[np.float64])(x)
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _gelu(x):
+    return 0.5 * x * (1.0 + _erf(x / np.sqrt(2.0)))
+
+
+def _gelu_dx(x):
+    return 0.5 * (1.0 + _erf(x / np.sqrt(2.0))) + x * np.exp(-0.5 * x * x) / np.sqrt(2 * np.pi)
+
+
+def _silu_dx(x):
+    s = _sigmoid(x)
+    return s * (1 + x * (1 - s))
+
+
+def _gelu_sigmoid_dx(x):
+    s = _sigmoid(1.702 * x)
+    return s + 1.702 * x * s * (1 - s)
+
+
+ACTIVATIONS: dict[str, Callable] = {
+    "copy": lambda x: x, "identity": lambda x: x, "bypass": lambda x: x,
+    "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x),
+    "reciprocal": lambda x: 1.0 / x, "square": np.square, "abs": np.abs, "negative": np.negative,
+    "sign": np.sign, "ceil": np.ceil, "floor": np.floor, "trunc": np.trunc,
+    "sin": _SIN, "cos": np.cos, "tan": np.tan, "arctan": np.arctan,
+    "tanh": np.tanh, "sigmoid": _sigmoid, "relu": lambda x: np.maximum(x, 0),
+    "gelu": _gelu, "gelu_dx": _gelu_dx, "gelu_apprx_tanh": _gelu_tanh,
+    "gelu_apprx_sigmoid": lambda x: x * _sigmoid(1.702 * x),
+    "gelu_apprx_sigmoid_dx": _gelu_sigmoid_dx,
+    "silu": lambda x: x * _sigmoid(x), "silu_dx": _silu_dx,
+    "softplus": lambda x: np.logaddexp(0, x), "mish": lambda x: x * np.tanh(np.logaddexp(0, x)),
+    "erf": _erf, "erf_dx": lambda x: 2 / np.sqrt(np.pi) * np.exp(-x * x),
+}
+
+
+def activation(name: str) -> Callable:
+    try:
+        return ACTIVATIONS[name]
+    except KeyError:
+        raise UnsupportedError(f"activation function {name!r} is not supported", what=name) from None
+
+
+def apply_activation(name: str, x: np.ndarray) -> np.ndarray:
+    """fp32 in, fp32 out (intermediate float64 where numpy promotes is rounded back)."""
+    with np.errstate(all="ignore"):
+        return np.asarray(activation(name)(x), F32)

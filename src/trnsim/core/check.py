@@ -1,0 +1,149 @@
+"""CHECK: what the chip would refuse, raised with the kernel's file and line.
+
+`check(ins, core)` runs the generic, spec-driven checks (operand memories, partition counts and
+start partitions, matching partitions, dtypes legal on the generation) and then the opcode's own
+rule from the `CHECK` table (matmul tile limits, PSUM banks, bn_stats size, ...). All limits come
+from the `CoreSpec` of the target (trnsim.hardware).
+"""
+
+from __future__ import annotations
+
+from trnsim.core.isa import DMA, SAME_PARTITIONS, SPECS, Engine, Memory, Opcode
+from trnsim.core.rules import RuleTable
+from trnsim.core.trace import Instruction, Region
+from trnsim.errors import DTypeError, KernelError, ShapeError
+
+CHECK = RuleTable("CHECK")
+
+FP8_KINDS = ("float8_e4m3", "float8_e4m3fn", "float8_e5m2")
+
+
+def _fail(kind: type, ins: Instruction, message: str, hint: str | None = None):
+    raise kind(message, where=ins.where, op=f"nisa.{ins.opcode.value}", hint=hint)
+
+
+def check(ins: Instruction, core) -> None:
+    """Every check for one instruction on one core generation."""
+    spec = SPECS[ins.opcode]
+    for role, regions, allowed in (("input", ins.inputs, spec.reads), ("output", ins.outputs, spec.writes)):
+        for region in regions:
+            if region.memory not in allowed:
+                names = "/".join(sorted(m.value.upper() for m in allowed))
+                _fail(KernelError, ins, f"{role} {region.name!r} is in {region.memory.value.upper()}; "
+                      f"this instruction takes {role}s in {names}")
+    for region in ins.inputs + ins.outputs:
+        _check_partitions(ins, region, core)
+        if region.dtype not in core.dtypes:
+            _fail(DTypeError, ins, f"dtype {region.dtype} of {region.name!r} is not available on "
+                  f"{core.name} (generation {core.generation})", hint="cast to a dtype the target has")
+    if ins.opcode in SAME_PARTITIONS and ins.inputs and ins.outputs:
+        src, dst = ins.inputs[0], ins.outputs[0]
+        if src.partition_count != dst.partition_count:
+            _fail(ShapeError, ins, f"source {src.name!r} spans {src.partition_count} partitions but "
+                  f"destination {dst.name!r} spans {dst.partition_count}",
+                  hint="source and destination must use the same number of partitions")
+    rule = CHECK.get(ins.opcode)
+    if rule is not None:
+        rule(ins, core)
+
+
+def _check_partitions(ins: Instruction, region: Region, core) -> None:
+    if region.memory is Memory.HBM:
+        return
+    end = region.partition_start + region.partition_count
+    if region.partition_count > core.partitions or end > core.partitions:
+        _fail(ShapeError, ins, f"partition dimension of {region.name!r} is {region.partition_count} "
+              f"(partitions {region.partition_start}..{end - 1}); {core.name} has {core.partitions}",
+              hint="split the tile along its first dimension")
+    if ins.opcode in DMA or ins.engine is Engine.DMA:
+        return
+    allowed = _start_partitions(region.partition_count, core.partitions)
+    if region.partition_start not in allowed:
+        _fail(ShapeError, ins, f"{region.name!r} starts at partition {region.partition_start} with "
+              f"{region.partition_count} partitions; engines can start such an access only at "
+              f"{sorted(allowed)}", hint="move the tile so it starts at an allowed partition")
+
+
+def _start_partitions(count: int, partitions: int) -> set[int]:
+    """Over half the partitions: start 0; over a quarter: 0 or the half; else any quarter."""
+    if count > partitions // 2:
+        return {0}
+    if count > partitions // 4:
+        return {0, partitions // 2}
+    return set(range(0, partitions, partitions // 4))
+
+
+def _free(region: Region) -> int:
+    return region.elements_per_partition
+
+
+@CHECK.register(Opcode.MATMUL)
+def _matmul(ins: Instruction, core) -> None:
+    """Tile limits, matching contraction, and the dtype pairing rules of nc_matmul."""
+    dst = ins.outputs[0]
+    stationary, moving = ins.inputs[0], ins.inputs[1]
+    rows = 2 if ins.param("perf_mode") == "double_row" else 1
+    if stationary.partition_count != moving.partition_count:
+        _fail(ShapeError, ins, f"contraction mismatch: stationary has {stationary.partition_count} "
+              f"partitions, moving has {moving.partition_count}")
+    m_free, n_free = _free(stationary) // rows, _free(moving) // rows
+    limit_n = core.matmul_max_moving_free_bf16_dst if dst.dtype == "bfloat16" else core.matmul_max_moving_free
+    for label, value, limit in (("contraction K", stationary.partition_count, core.matmul_max_contraction),
+                                ("stationary free size M", m_free, core.matmul_max_stationary_free),
+                                ("moving free size N", n_free, limit_n)):
+        if value > limit:
+            _fail(ShapeError, ins, f"{label} is {value}; the limit on {core.name} is {limit}",
+                  hint="tile the matmul")
+    if ins.param("is_transpose"):
+        return
+    if dst.partition_count != m_free or _free(dst) != n_free:
+        _fail(ShapeError, ins, f"dst {dst.name!r} is [{dst.partition_count}, {_free(dst)}] but "
+              f"stationary.T @ moving is [{m_free}, {n_free}]")
+    _matmul_dtypes(ins, core, stationary.dtype, moving.dtype, dst.dtype)
+    _psum_bank(ins, core, dst)
+
+
+def _matmul_dtypes(ins: Instruction, core, a: str, b: str, dst: str) -> None:
+    if {a, b} & {"float32", "tfloat32"} and a != b:
+        _fail(DTypeError, ins, f"operands are {a} and {b}: if one is fp32/tf32 the other must be too")
+    if a in FP8_KINDS and b in FP8_KINDS and {a, b} == {"float8_e4m3", "float8_e4m3fn"}:
+        _fail(DTypeError, ins, f"mixed fp8 kinds {a} and {b} in one matmul",
+              hint="use one E4M3 flavour for both operands")
+    bf16_dst = core.matmul_max_moving_free_bf16_dst > core.matmul_max_moving_free
+    allowed = {"float32", "bfloat16"} if bf16_dst else {"float32"}
+    if dst not in allowed:
+        _fail(DTypeError, ins, f"matmul result dtype is {dst}; {core.name} writes {sorted(allowed)} to PSUM")
+    if ins.param("perf_mode") == "double_row":
+        if core.generation < 3:
+            _fail(DTypeError, ins, f"perf_mode=double_row needs generation 3 or later; {core.name} "
+                  f"is generation {core.generation}")
+        if a not in FP8_KINDS or b not in FP8_KINDS:
+            _fail(DTypeError, ins, f"perf_mode=double_row takes fp8 operands, not {a}/{b}")
+
+
+def _psum_bank(ins: Instruction, core, region: Region) -> None:
+    """A matmul result must stay inside one PSUM bank unless the target streams across banks."""
+    first, last = region.byte_span()
+    bank = core.psum_bank_bytes
+    spans_banks = first // bank != last // bank
+    # A result larger than a bank (allowed on targets whose N limit says so) starts at a bank.
+    if spans_banks and (last - first + 1 <= bank or first % bank):
+        _fail(KernelError, ins, f"PSUM result {region.name!r} covers bytes {first}..{last} and crosses a "
+              f"{bank} B bank boundary", hint="keep each matmul result inside one PSUM bank")
+
+
+@CHECK.register(Opcode.TRANSPOSE)
+def _transpose(ins: Instruction, core) -> None:
+    src = ins.inputs[0]
+    limit = core.matmul_max_stationary_free if ins.engine is Engine.TENSOR else core.partitions // 4
+    if src.partition_count > limit or _free(src) > limit:
+        _fail(ShapeError, ins, f"transpose of [{src.partition_count}, {_free(src)}] on the "
+              f"{ins.engine.value} engine; the limit is {limit}x{limit}")
+
+
+@CHECK.register(Opcode.BN_STATS)
+def _bn_stats(ins: Instruction, core) -> None:
+    free = _free(ins.inputs[0])
+    if free > core.bn_stats_max_free:
+        _fail(ShapeError, ins, f"bn_stats free size is {free}; the limit on {core.name} is "
+              f"{core.bn_stats_max_free}", hint="split into chunks and combine them with bn_aggr")

@@ -1,0 +1,173 @@
+"""EXECUTE: the values each instruction produces (numpy on whole tiles, hardware numerics).
+
+A rule gets the `Instruction` and an `Operands` object bound to the actual memory, reads its
+inputs (`io.f32(i)` casts to fp32 as the engines do on input), computes in fp32 and writes with
+`io.write(j, values)`, which casts to the destination dtype through `to_storage` (the one place
+engine output casts happen; it calls trnsim.numerics). Rules for groups of opcodes live in
+execute_*.py modules that register into the same table; `load_rules()` imports them all.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from trnsim import numerics
+from trnsim.core.isa import Memory, Opcode
+from trnsim.core.memory import DType, View, check_initialised
+from trnsim.core.rules import RuleTable
+from trnsim.core.trace import InputRef, Instruction
+from trnsim.errors import HazardError, UnsupportedError
+
+EXECUTE = RuleTable("EXECUTE")
+F32 = np.float32
+
+
+class KernelWarning(UserWarning):
+    """Something the hardware leaves undefined (e.g. accumulating onto uninitialised PSUM)."""
+
+
+def to_storage(values: np.ndarray, dtype: DType, rounding: str | None = None) -> np.ndarray:
+    """Cast engine results (fp32) to a destination dtype: RNE, ints round half-even and saturate."""
+    values = np.asarray(values)
+    if values.dtype == dtype.numpy:
+        return values
+    if dtype.elements_per_word != 1:
+        raise UnsupportedError(f"engines cannot write packed dtype {dtype.name} element-wise",
+                               what=dtype.name, hint="use nisa.quantize_mx to produce MX data")
+    if values.dtype != F32:
+        values = values.astype(F32)
+    return numerics.cast(values, numerics.get_format(dtype.name), rounding=rounding)
+
+
+class Operands:
+    """The memory an instruction touches, with the reads and writes rules need."""
+
+    __slots__ = ("ins", "inputs", "outputs", "state", "strict")
+
+    def __init__(self, ins: Instruction, inputs: tuple[View, ...], outputs: tuple[View, ...],
+                 state, strict: bool):
+        self.ins = ins
+        self.inputs = inputs
+        self.outputs = outputs
+        self.state = state
+        self.strict = strict
+
+    def raw(self, index: int) -> np.ndarray:
+        """Input `index` as stored (no cast)."""
+        view = self.inputs[index]
+        if self.strict:
+            check_initialised(view, self.ins.opcode.value)
+        return view.array()
+
+    def f32(self, index: int) -> np.ndarray:
+        """Input `index` cast to fp32, as the engines read it."""
+        values = self.raw(index)
+        return values if values.dtype == F32 else values.astype(F32)
+
+    def value(self, key: str, default=None):
+        """A parameter: a Python number, or the fp32 values of the input it refers to."""
+        param = self.ins.params.get(key, default)
+        if isinstance(param, InputRef):
+            return self.f32(param.index)
+        return param
+
+    def out(self, index: int = 0) -> View:
+        return self.outputs[index]
+
+    def current(self, index: int = 0) -> np.ndarray:
+        """What output `index` holds now, in fp32 (for accumulate and keep-existing rules)."""
+        values = self.outputs[index].array()
+        return values if values.dtype == F32 else values.astype(F32)
+
+    def write(self, index: int, values, rounding: str | None = None) -> None:
+        """Cast `values` to output `index`'s dtype and store them (broadcast to its shape)."""
+        view = self.outputs[index]
+        target = view.array()
+        stored = to_storage(values, view.element, rounding)
+        if stored.shape != target.shape:
+            stored = np.broadcast_to(stored.reshape(_broadcastable(stored.shape, target.shape)),
+                                     target.shape)
+        target[...] = stored
+        mark_written(view)
+
+    def write_raw(self, index: int, values: np.ndarray) -> None:
+        """Store bits unchanged (same-dtype copies)."""
+        view = self.outputs[index]
+        view.array()[...] = values.reshape(view.shape) if values.size == _size(view) else values
+        mark_written(view)
+
+
+def _size(view: View) -> int:
+    return int(np.prod(view.shape))
+
+
+def _broadcastable(shape: tuple[int, ...], target: tuple[int, ...]) -> tuple[int, ...]:
+    """Results computed on a differently-shaped but same-size tile are laid out row-major."""
+    if int(np.prod(shape)) == int(np.prod(target)):
+        return target
+    return shape
+
+
+def mark_written(view: View) -> None:
+    if view.storage.written is not None:
+        view.written_mask()[...] = True
+    if view.storage.memory is Memory.PSUM and view.storage.accum is not None:
+        _accum_mask(view)[...] = False
+
+
+def _accum_mask(view: View) -> np.ndarray:
+    return np.ndarray(view.shape, np.bool_, view.storage.accum, view.offset, tuple(view.strides))
+
+
+def end_accumulation(view: View) -> None:
+    """A non-matmul instruction touched this PSUM region: the next matmul overwrites it."""
+    if view.storage.memory is Memory.PSUM and view.storage.accum is not None:
+        _accum_mask(view)[...] = False
+
+
+def accumulate_matmul(io: Operands, product: np.ndarray, mode: bool | None) -> None:
+    """PSUM semantics of nc_matmul: overwrite, add, or (None) overwrite first then add."""
+    view = io.out(0)
+    if mode is True and view.storage.written is not None and not view.written_mask().all():
+        warnings.warn(f"{io.ins.where}: nisa.nc_matmul: accumulate=True onto PSUM that was never "
+                      f"written ({view.storage.name}); the hardware result is undefined",
+                      KernelWarning, stacklevel=2)
+    target = view.array()
+    flags = _accum_mask(view) if view.storage.accum is not None else None
+    if mode is True or (mode is None and flags is not None and flags.all()):
+        base = target if target.dtype == F32 else target.astype(F32)
+        result = np.add(base, product, out=base if base is target else None)
+    elif mode is None and flags is not None and flags.any():
+        result = np.where(flags, target.astype(F32) + product, product)
+    else:
+        result = product
+    if result is not target:
+        target[...] = to_storage(result, view.element)
+    if view.storage.written is not None:
+        view.written_mask()[...] = True
+    if flags is not None:
+        flags[...] = True
+
+
+def run(ins: Instruction, inputs: tuple[View, ...], outputs: tuple[View, ...], state,
+        strict: bool) -> None:
+    """Execute one instruction on real memory."""
+    rule = EXECUTE.get(ins.opcode)
+    if rule is None:
+        raise UnsupportedError(f"{ins.opcode.value} has no execution rule", what=ins.opcode.value)
+    io = Operands(ins, inputs, outputs, state, strict)
+    if ins.opcode is not Opcode.MATMUL:
+        for view in inputs:
+            end_accumulation(view)
+    with np.errstate(all="ignore"):
+        rule(ins, io)
+
+
+def hazard(ins: Instruction, message: str) -> HazardError:
+    return HazardError(message, where=ins.where, op=f"nisa.{ins.opcode.value}")
+
+
+# The rest of the table, registered by group (at import, never lazily).
+from trnsim.core import execute_data, execute_gpsimd, execute_vector  # noqa: E402, F401

@@ -1,0 +1,82 @@
+"""EXECUTE rules for data movement and the Tensor Engine: DMA, copies, memset, matmul, transpose."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trnsim.core.execute import EXECUTE, F32, Operands, accumulate_matmul
+from trnsim.core.isa import Opcode
+from trnsim.core.trace import Instruction
+from trnsim.errors import UnsupportedError
+
+
+def _copy(io: Operands, src: int = 0, dst: int = 0) -> None:
+    """Same dtype: the bits move unchanged; otherwise the value goes through fp32."""
+    if io.inputs[src].element == io.outputs[dst].element:
+        io.write_raw(dst, io.raw(src))
+    else:
+        io.write(dst, io.f32(src))
+
+
+@EXECUTE.register(Opcode.DMA_COPY, Opcode.TENSOR_COPY, Opcode.SENDRECV)
+def _dma_copy(ins: Instruction, io: Operands) -> None:
+    _copy(io)
+
+
+@EXECUTE.register(Opcode.DMA_TRANSPOSE)
+def _dma_transpose(ins: Instruction, io: Operands) -> None:
+    axes = ins.param("axes")
+    io.write(0, np.transpose(io.f32(0), axes))
+
+
+@EXECUTE.register(Opcode.TRANSPOSE)
+def _transpose(ins: Instruction, io: Operands) -> None:
+    data = io.raw(0)
+    flat = data.reshape(data.shape[0], -1)
+    if io.inputs[0].element == io.outputs[0].element:
+        io.write_raw(0, np.ascontiguousarray(flat.T))
+    else:
+        io.write(0, flat.T.astype(F32))
+
+
+@EXECUTE.register(Opcode.MEMSET)
+def _memset(ins: Instruction, io: Operands) -> None:
+    view = io.out(0)
+    value = ins.param("value")
+    if view.element.numpy.kind in "iu":
+        io.write_raw(0, np.full(view.shape, value, view.element.numpy))
+    else:
+        io.write(0, np.full(view.shape, value, F32))
+
+
+@EXECUTE.register(Opcode.TENSOR_COPY_PREDICATED)
+def _copy_predicated(ins: Instruction, io: Operands) -> None:
+    keep = (io.f32(1) != 0) ^ bool(ins.param("reverse_pred", False))
+    io.write(0, np.where(keep, io.f32(0), io.current(0)))
+
+
+def _contraction_operands(ins: Instruction, io: Operands) -> tuple[np.ndarray, np.ndarray]:
+    """Stationary and moving as [K, M] and [K, N] fp32 (double_row folds [K, 2, F] into 2K)."""
+    stationary, moving = io.f32(0), io.f32(1)
+    rows = stationary.shape[0]
+    if ins.param("perf_mode") == "double_row":
+        return stationary.reshape(2 * rows, -1), moving.reshape(2 * rows, -1)
+    return stationary.reshape(rows, -1), moving.reshape(moving.shape[0], -1)
+
+
+@EXECUTE.register(Opcode.MATMUL)
+def _matmul(ins: Instruction, io: Operands) -> None:
+    """dst[M, N] = stationary[K, M].T @ moving[K, N], fp32 accumulate in PSUM."""
+    if ins.param("is_transpose"):
+        moving = io.raw(1)
+        io.write_raw(0, np.ascontiguousarray(moving.reshape(moving.shape[0], -1).T))
+        return
+    stationary, moving = _contraction_operands(ins, io)
+    product = stationary.T @ moving
+    accumulate_matmul(io, product.reshape(io.out(0).shape), ins.param("accumulate"))
+
+
+@EXECUTE.register(Opcode.MATMUL_MX, Opcode.QUANTIZE_MX)
+def _mx(ins: Instruction, io: Operands) -> None:
+    raise UnsupportedError(f"nisa.{ins.opcode.value} is not emulated yet", what=f"nisa.{ins.opcode.value}",
+                           hint="see docs/nki.md for the list of unsupported instructions")

@@ -1,0 +1,261 @@
+"""EXECUTE rules for the Vector and Scalar engines: element-wise math, reductions, scans, top-8."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trnsim.core import alu
+from trnsim.core.execute import EXECUTE, F32, Operands
+from trnsim.core.isa import Opcode
+from trnsim.core.trace import Instruction
+from trnsim.errors import UnsupportedError
+
+
+def _free_axes(values: np.ndarray) -> tuple[int, ...]:
+    return tuple(range(1, values.ndim))
+
+
+def _binary(name: str, a, b, reverse: bool = False):
+    fn = alu.alu(name)
+    return fn(b, a) if reverse else fn(a, b)
+
+
+def _reduce_free(name: str, values: np.ndarray) -> np.ndarray:
+    flat = values.reshape(values.shape[0], -1)
+    return np.asarray(alu.reduce(name, flat, axis=1), F32).reshape(-1, 1)
+
+
+def _accumulate(ins: Instruction, io: Operands, values: np.ndarray, out_index: int,
+                default_cmd: str = "reset_reduce") -> None:
+    """The engines' accumulator registers: reset / reduce / reset_reduce, read out to reduce_res."""
+    op = ins.param("reduce_op") or "add"
+    cmd = ins.param("reduce_cmd") or default_cmd
+    partitions = values.shape[0]
+    registers = io.state.accumulators
+    part = _reduce_free(op, values)[:, 0]
+    if cmd == "load_reduce":
+        raise UnsupportedError("reduce_cmd=load_reduce is not emulated", what="reduce_cmd.load_reduce")
+    if cmd in ("reset", "reset_reduce") or registers.get(op) is None:
+        identity = alu.ALU[op][1] if op in alu.ALU else 0.0
+        registers[op] = np.full(io.state.partitions, identity if identity is not None else 0.0, F32)
+    if cmd in ("reduce", "reset_reduce"):
+        registers[op][:partitions] = alu.reduce(op, np.stack([registers[op][:partitions], part]), axis=0)
+    if out_index < len(io.outputs):
+        result = registers[op][:partitions] if cmd != "idle" else part
+        if ins.param("reduce_res_negate"):
+            result = -result
+        io.write(out_index, result.reshape(-1, 1))
+
+
+@EXECUTE.register(Opcode.ACTIVATION, Opcode.ACTIVATION_REDUCE)
+def _activation(ins: Instruction, io: Operands) -> None:
+    """dst = op(data * scale + bias); optionally add-reduce along the free dims."""
+    scale, bias = io.value("scale", 1.0), io.value("bias")
+    x = io.f32(0) * np.asarray(scale, F32)
+    if bias is not None:
+        x = x + bias.reshape(bias.shape[0], *([1] * (x.ndim - 1))) if np.ndim(bias) else x + bias
+    y = alu.apply_activation(ins.param("op"), x)
+    io.write(0, y)
+    if len(io.outputs) > 1:
+        _accumulate(ins, io, y, 1, "idle" if ins.opcode is Opcode.ACTIVATION else "reset_reduce")
+
+
+def _per_partition(value, ndim: int):
+    """A [P,1] operand broadcasts along the free dims; a Python number is used as is."""
+    if isinstance(value, np.ndarray) and value.ndim:
+        return value.reshape(value.shape[0], *([1] * (ndim - 1)))
+    return np.float32(value) if not isinstance(value, np.ndarray) else value
+
+
+@EXECUTE.register(Opcode.TENSOR_TENSOR)
+def _tensor_tensor(ins: Instruction, io: Operands) -> None:
+    op = ins.param("op")
+    if op in alu.BITWISE:
+        io.write(0, _binary(op, io.raw(0), io.raw(1)))
+    else:
+        io.write(0, _binary(op, io.f32(0), io.f32(1)))
+
+
+def _tensor_scalar_values(ins: Instruction, io: Operands) -> np.ndarray:
+    raw = ins.param("op0") in alu.BITWISE
+    data = io.raw(0) if raw else io.f32(0)
+    out = _binary(ins.param("op0"), data, _per_partition(io.value("operand0"), data.ndim),
+                  ins.param("reverse0", False))
+    if ins.param("op1") is not None:
+        out = _binary(ins.param("op1"), out, _per_partition(io.value("operand1"), data.ndim),
+                      ins.param("reverse1", False))
+    return out
+
+
+@EXECUTE.register(Opcode.TENSOR_SCALAR)
+def _tensor_scalar(ins: Instruction, io: Operands) -> None:
+    io.write(0, _tensor_scalar_values(ins, io))
+
+
+@EXECUTE.register(Opcode.TENSOR_SCALAR_REDUCE)
+def _tensor_scalar_reduce(ins: Instruction, io: Operands) -> None:
+    values = np.asarray(_tensor_scalar_values(ins, io), F32)
+    io.write(0, values)
+    if len(io.outputs) > 1:
+        _accumulate(ins, io, values, 1)
+
+
+@EXECUTE.register(Opcode.SCALAR_TENSOR_TENSOR)
+def _scalar_tensor_tensor(ins: Instruction, io: Operands) -> None:
+    """dst = (data op0 operand0) op1 operand1, operand1 a tile."""
+    data = io.f32(0)
+    first = _binary(ins.param("op0"), data, _per_partition(io.value("operand0"), data.ndim),
+                    ins.param("reverse0", False))
+    io.write(0, _binary(ins.param("op1"), first, io.value("operand1"), ins.param("reverse1", False)))
+
+
+@EXECUTE.register(Opcode.TENSOR_REDUCE)
+def _tensor_reduce(ins: Instruction, io: Operands) -> None:
+    data = io.raw(0) if ins.param("op") in alu.BITWISE else io.f32(0)
+    axes = ins.param("axis")
+    result = np.asarray(alu.reduce(ins.param("op"), data, axis=axes), F32)
+    if ins.param("negate"):
+        result = -result
+    io.write(0, result.reshape(io.out(0).shape))
+
+
+@EXECUTE.register(Opcode.TENSOR_TENSOR_SCAN)
+def _tensor_tensor_scan(ins: Instruction, io: Operands) -> None:
+    """r[t] = (data0[t] op0 r[t-1]) op1 data1[t] along the flattened free dim."""
+    data0, data1 = io.f32(0), io.f32(1)
+    shape = data0.shape
+    data0, data1 = data0.reshape(shape[0], -1), data1.reshape(shape[0], -1)
+    carry = np.broadcast_to(_per_partition(io.value("initial", 0.0), 2), (shape[0], 1))[:, 0].astype(F32)
+    out = np.empty_like(data0)
+    op0, op1 = alu.alu(ins.param("op0")), alu.alu(ins.param("op1"))
+    rev0, rev1 = ins.param("reverse0", False), ins.param("reverse1", False)
+    for t in range(data0.shape[1]):
+        step = op0(carry, data0[:, t]) if rev0 else op0(data0[:, t], carry)
+        carry = (op1(data1[:, t], step) if rev1 else op1(step, data1[:, t])).astype(F32)
+        out[:, t] = carry
+    io.write(0, out.reshape(shape))
+
+
+@EXECUTE.register(Opcode.RECIPROCAL)
+def _reciprocal(ins: Instruction, io: Operands) -> None:
+    io.write(0, np.float32(1.0) / io.f32(0))
+
+
+@EXECUTE.register(Opcode.EXPONENTIAL)
+def _exponential(ins: Instruction, io: Operands) -> None:
+    values = np.exp(io.f32(0) - _per_partition(io.value("max_value", 0.0), io.f32(0).ndim))
+    io.write(0, values)
+    if len(io.outputs) > 1:
+        _accumulate(ins, io, values, 1, "idle")
+
+
+@EXECUTE.register(Opcode.BN_STATS)
+def _bn_stats(ins: Instruction, io: Operands) -> None:
+    """Per partition: (count, mean, M2) of the even and of the odd elements: 6 values."""
+    data = io.f32(0).reshape(io.f32(0).shape[0], -1).astype(np.float64)
+    parts = []
+    for half in (data[:, 0::2], data[:, 1::2]):
+        count = half.shape[1]
+        mean = half.mean(axis=1) if count else np.zeros(data.shape[0])
+        m2 = ((half - mean[:, None]) ** 2).sum(axis=1) if count else np.zeros(data.shape[0])
+        parts += [np.full(data.shape[0], count, np.float64), mean, m2]
+    io.write(0, np.stack(parts, axis=1).astype(F32))
+
+
+@EXECUTE.register(Opcode.BN_AGGR)
+def _bn_aggr(ins: Instruction, io: Operands) -> None:
+    """Combine bn_stats groups (Chan et al.) into mean and population variance per partition."""
+    stats = io.f32(0).reshape(io.f32(0).shape[0], -1, 3).astype(np.float64)
+    counts, means, m2 = stats[..., 0], stats[..., 1], stats[..., 2]
+    total = counts.sum(axis=1)
+    mean = (counts * means).sum(axis=1) / total
+    var = (m2.sum(axis=1) + (counts * (means - mean[:, None]) ** 2).sum(axis=1)) / total
+    io.write(0, np.stack([mean, var], axis=1).astype(F32))
+
+
+@EXECUTE.register(Opcode.MAX8)
+def _max8(ins: Instruction, io: Operands) -> None:
+    data = io.f32(0).reshape(io.f32(0).shape[0], -1)
+    io.write(0, -np.sort(-data, axis=1)[:, :8])
+
+
+@EXECUTE.register(Opcode.FIND_INDEX8)
+def _find_index8(ins: Instruction, io: Operands) -> None:
+    """First index of each of 8 values per partition; no match gives all ones."""
+    data = io.f32(0).reshape(io.f32(0).shape[0], -1)
+    vals = io.f32(1).reshape(data.shape[0], -1)
+    hits = data[:, None, :] == vals[:, :, None]
+    index = np.where(hits.any(axis=2), hits.argmax(axis=2), 0xFFFFFFFF).astype(np.uint32)
+    io.write_raw(0, index.astype(io.out(0).element.numpy))
+
+
+@EXECUTE.register(Opcode.MATCH_REPLACE8)
+def _match_replace8(ins: Instruction, io: Operands) -> None:
+    """Replace the first remaining occurrence of each of 8 values (last value first) with imm."""
+    data = io.f32(0).reshape(io.f32(0).shape[0], -1).copy()
+    vals = io.f32(1).reshape(data.shape[0], -1)
+    index = np.full(vals.shape, 0xFFFFFFFF, np.uint32)
+    for p in range(data.shape[0]):
+        for k in reversed(range(vals.shape[1])):
+            found = np.flatnonzero(data[p] == vals[p, k])
+            if found.size:
+                data[p, found[0]] = np.nan
+                index[p, k] = found[0]
+    data[np.isnan(data) & ~np.isnan(io.f32(0).reshape(data.shape))] = ins.param("imm")
+    io.write(0, data.reshape(io.out(0).shape))
+    if len(io.outputs) > 1:
+        io.write_raw(1, index.astype(io.out(1).element.numpy))
+
+
+@EXECUTE.register(Opcode.RANGE_SELECT)
+def _range_select(ins: Instruction, io: Operands) -> None:
+    data = io.f32(0)
+    flat = data.reshape(data.shape[0], -1)
+    index = np.arange(flat.shape[1], dtype=F32)[None, :] + np.float32(ins.param("range_start", 0))
+    keep = (_binary(ins.param("comp_op0"), index, _per_partition(io.value("bound0"), 2)) != 0) & (
+        _binary(ins.param("comp_op1"), index, _per_partition(io.value("bound1"), 2)) != 0)
+    values = np.where(keep, flat, np.float32(ins.param("on_false_value"))).astype(F32)
+    io.write(0, values.reshape(data.shape))
+    if len(io.outputs) > 1:
+        _accumulate(ins, io, values, 1)
+
+
+@EXECUTE.register(Opcode.SELECT_REDUCE)
+def _select_reduce(ins: Instruction, io: Operands) -> None:
+    keep = (io.f32(0) != 0) ^ bool(ins.param("reverse_pred", False))
+    on_true = io.f32(1)
+    on_false = _per_partition(io.value("on_false"), on_true.ndim)
+    values = np.where(keep, on_true, on_false).astype(F32)
+    io.write(0, values)
+    if len(io.outputs) > 1:
+        _accumulate(ins, io, values, 1, "idle")
+
+
+@EXECUTE.register(Opcode.STREAM_SHUFFLE)
+def _stream_shuffle(ins: Instruction, io: Operands) -> None:
+    """Within each 32-partition group, dst partition i takes src partition mask[i] (255 keeps dst)."""
+    src, result = io.f32(0), io.current(0).copy()
+    mask = ins.param("shuffle_mask")
+    for p in range(result.shape[0]):
+        chosen = mask[p % len(mask)]
+        if chosen != 255:
+            result[p] = src[(p // len(mask)) * len(mask) + chosen]
+    io.write(0, result)
+
+
+@EXECUTE.register(Opcode.RNG)
+def _rng(ins: Instruction, io: Operands) -> None:
+    view = io.out(0)
+    if view.element.numpy.kind in "iu":
+        bits = io.state.rng.integers(0, 2 ** 32, size=view.shape, dtype=np.uint64)
+        io.write_raw(0, bits.astype(np.uint32).view(np.int32).astype(view.element.numpy, casting="unsafe"))
+    else:
+        io.write(0, io.state.rng.random(view.shape, dtype=F32))
+
+
+@EXECUTE.register(Opcode.DROPOUT)
+def _dropout(ins: Instruction, io: Operands) -> None:
+    """Zero each element with probability `prob` (no rescaling of the kept ones)."""
+    data = io.f32(0)
+    prob = _per_partition(io.value("prob"), data.ndim)
+    io.write(0, np.where(io.state.rng.random(data.shape, dtype=F32) < prob, np.float32(0), data))

@@ -1,0 +1,95 @@
+"""One NeuronCore running a kernel: memory, engine state, and the trace it appends to.
+
+`NeuronCore.issue(...)` is the single path every instruction takes: build the `Instruction`
+(with the kernel's file and line), check it, execute it when values are kept (`simulate`),
+append it to the trace. With `with_values=False` (`trace_only`) nothing is computed and a kernel
+that tries to read a value gets a clear error.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from trnsim.core.check import check
+from trnsim.core.execute import run as run_instruction
+from trnsim.core.isa import SPECS, Engine, Memory, Opcode
+from trnsim.core.memory import Allocator, MemorySystem, View
+from trnsim.core.trace import Instruction, Trace, freeze_params
+from trnsim.errors import KernelError, SourceLoc, UnsupportedError
+
+
+@dataclass
+class EngineState:
+    """State the engines keep between instructions: accumulator registers, RNG, scalar registers."""
+
+    partitions: int
+    seed: int = 0
+    accumulators: dict = field(default_factory=dict)
+    registers: dict = field(default_factory=dict)
+    rng: np.random.Generator = field(init=False)
+
+    def __post_init__(self):
+        self.rng = np.random.default_rng(self.seed)
+
+
+class Launch:
+    """What the cores of one kernel launch share: the trace, buffer ids, a lock, a barrier."""
+
+    def __init__(self, target: str, cores: int):
+        self.trace = Trace(target)
+        self.ids = itertools.count()
+        self.lock = threading.Lock()
+        self.barrier = threading.Barrier(cores) if cores > 1 else None
+        self.mailboxes: dict = {}
+        self.created: dict = {}  # HBM buffer id -> where the kernel created it (for error messages)
+
+
+class NeuronCore:
+    """A core of the target generation executing one program of a launch."""
+
+    def __init__(self, spec, launch: Launch, *, with_values: bool, strict: bool, program_id: int = 0,
+                 grid: tuple[int, ...] = (1,), seed: int = 0):
+        self.spec = spec
+        self.launch = launch
+        self.with_values = with_values
+        self.strict = strict
+        self.program_id = program_id
+        self.grid = grid  # SPMD launch grid; program_id is the flat index into it
+        sbuf = Allocator(Memory.SBUF, spec.sbuf_bytes_per_partition, spec.partitions)
+        psum = Allocator(Memory.PSUM, spec.psum_bytes_per_partition, spec.partitions, spec.psum_bank_bytes)
+        self.memory = MemorySystem(sbuf, psum, with_values, strict, launch.ids)
+        self.state = EngineState(spec.partitions, seed + program_id)
+
+    @property
+    def trace(self) -> Trace:
+        return self.launch.trace
+
+    def issue(self, opcode: Opcode, outputs: tuple[View, ...], inputs: tuple[View, ...], params: dict,
+              engine: Engine | None = None, name: str = "", execute: bool = True) -> Instruction:
+        """Check, execute (when keeping values and `execute`) and record one instruction.
+
+        `execute=False` is for instructions whose values the front end moves itself (sendrecv).
+        """
+        spec = SPECS[opcode]
+        where = SourceLoc.of_caller()
+        if self.spec.generation < spec.first_generation:
+            raise UnsupportedError(f"{where}: {spec.nki_name} needs NeuronCore generation "
+                                   f"{spec.first_generation} or later; {self.spec.name} is generation "
+                                   f"{self.spec.generation}", what=spec.nki_name, target=self.spec.name,
+                                   hint="choose a newer target (e.g. trn3)")
+        engine = engine or spec.engines[0]
+        if engine not in spec.engines:
+            raise KernelError(f"engine {engine.value} cannot run this instruction; it runs on "
+                              f"{[e.value for e in spec.engines]}", where=where, op=spec.nki_name)
+        ins = Instruction(opcode, engine, tuple(v.region() for v in outputs),
+                          tuple(v.region() for v in inputs), freeze_params(params), where, name,
+                          self.program_id)
+        check(ins, self.spec)
+        if self.with_values and execute:
+            run_instruction(ins, inputs, outputs, self.state, self.strict)
+        self.trace.append(ins)
+        return ins

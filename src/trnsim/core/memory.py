@@ -1,0 +1,274 @@
+"""HBM tensors and the two on-chip memories, SBUF and PSUM, as 128 partitions x bytes.
+
+A `Buffer` is one allocation: a flat numpy array of its storage dtype (None when only tracing)
+plus, on chip, a byte address that is the same in every partition it spans. A `View` is a
+strided window on a buffer (shape, strides and offset in elements), so slicing, permuting,
+broadcasting and `.ap()` patterns never copy. `Allocator` places on-chip buffers first-fit and
+frees them when the kernel drops its last reference (CPython's reference counting makes that
+the moment the tile goes out of scope): capacity errors list what is live.
+
+New memory is filled as the official simulator fills it (NaN for floats, 4 for integers) so
+reads of uninitialised data show up; with `config.override(strict=True)` such reads raise.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from trnsim.core.isa import Memory
+from trnsim.core.trace import Region
+from trnsim.errors import CapacityError, HazardError, ShapeError
+
+UNINITIALISED_INT = 4  # the official simulator's fill for integer tiles (reference nki.md §3.2)
+
+
+@dataclass(frozen=True, slots=True)
+class DType:
+    """An NKI dtype: its name, numpy storage dtype and bytes per element (x4 types pack 4)."""
+
+    name: str
+    numpy: np.dtype
+    elements_per_word: int = 1
+
+    @property
+    def element_bytes(self) -> float:
+        return self.numpy.itemsize / self.elements_per_word
+
+    @property
+    def is_float(self) -> bool:
+        return self.elements_per_word == 1 and self.numpy.kind not in "iub"
+
+    def fill_value(self):
+        return np.nan if self.is_float else UNINITIALISED_INT
+
+
+class Buffer:
+    """One allocation: HBM tensor, SBUF tile or PSUM tile."""
+
+    __slots__ = ("id", "memory", "name", "shape", "dtype", "address_bytes", "row_bytes", "data",
+                 "written", "accum", "region", "__weakref__")
+
+    def __init__(self, id_: int, memory: Memory, name: str, shape: tuple[int, ...], dtype: DType,
+                 address_bytes: int, data: np.ndarray | None, written: np.ndarray | None,
+                 region: str = ""):
+        self.id = id_
+        self.region = region or memory.value  # e.g. "shared_hbm": which HBM space, for NKI
+        self.memory = memory
+        self.name = name
+        self.shape = shape
+        self.dtype = dtype
+        self.address_bytes = address_bytes
+        # Bytes one partition holds; HBM is linear, so there the whole tensor is one "row".
+        count = prod(shape[1:]) if memory is not Memory.HBM else prod(shape)
+        self.row_bytes = int(count * dtype.numpy.itemsize)
+        self.data = data
+        self.written = written
+        # PSUM only: which elements belong to an open matmul accumulation group.
+        self.accum = np.zeros(len(data), np.bool_) if memory is Memory.PSUM and data is not None else None
+
+    def __repr__(self) -> str:
+        return f"{self.memory.value}:{self.name}{list(self.shape)} {self.dtype.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    start: int
+    end: int
+    name: str
+
+
+class Allocator:
+    """First-fit placement of tiles in one on-chip memory; every tile spans all its partitions."""
+
+    def __init__(self, memory: Memory, bytes_per_partition: int, partitions: int,
+                 bank_bytes: int | None = None):
+        self.memory = memory
+        self.bytes_per_partition = bytes_per_partition
+        self.partitions = partitions
+        self.bank_bytes = bank_bytes
+        self.live: dict[int, Span] = {}
+
+    def allocate(self, buffer_id: int, size_bytes: int, name: str, address: int | None = None,
+                 align_bytes: int = 1) -> int:
+        """Place a tile (natural alignment: its element size) and return its byte address."""
+        size_bytes = max(size_bytes, 1)
+        if address is None:
+            address = self._first_fit(size_bytes, name, align_bytes)
+        else:
+            self._check_placement(address, size_bytes, name, align_bytes)
+        self.live[buffer_id] = Span(address, address + size_bytes, name)
+        return address
+
+    def free(self, buffer_id: int) -> None:
+        self.live.pop(buffer_id, None)
+
+    def live_bytes(self) -> int:
+        return sum(s.end - s.start for s in self.live.values())
+
+    def _candidates(self, size_bytes: int, align_bytes: int):
+        """Start addresses to try, in order: after each live span, aligned (and bank-respecting)."""
+        yield 0
+        for span in sorted(self.live.values(), key=lambda s: s.end):
+            yield self._fix_start(span.end, size_bytes, align_bytes)
+
+    def _fix_start(self, start: int, size_bytes: int, align_bytes: int) -> int:
+        start = -(-start // align_bytes) * align_bytes
+        bank = self.bank_bytes
+        if bank and size_bytes <= bank and start // bank != (start + size_bytes - 1) // bank:
+            start = -(-start // bank) * bank
+        if bank and size_bytes > bank:
+            start = -(-start // bank) * bank
+        return start
+
+    def _first_fit(self, size_bytes: int, name: str, align_bytes: int) -> int:
+        spans = sorted(self.live.values(), key=lambda s: s.start)
+        for start in self._candidates(size_bytes, align_bytes):
+            end = start + size_bytes
+            if end <= self.bytes_per_partition and all(s.end <= start or s.start >= end for s in spans):
+                return start
+        self._raise_full(size_bytes, name)
+
+    def _raise_full(self, size_bytes: int, name: str):
+        live = ", ".join(f"{s.name} {s.end - s.start} B" for s in
+                         sorted(self.live.values(), key=lambda s: s.start)) or "nothing"
+        raise CapacityError(
+            f"{self.memory.value.upper()} is full: tile {name!r} needs {size_bytes} B per partition, "
+            f"{self.bytes_per_partition - self.live_bytes()} of {self.bytes_per_partition} B are free "
+            f"(live: {live})", memory=self.memory.value, required=size_bytes,
+            available=self.bytes_per_partition - self.live_bytes(),
+            hint="use smaller tiles or let earlier tiles go out of scope")
+
+    def _check_placement(self, address: int, size_bytes: int, name: str, align_bytes: int) -> None:
+        end = address + size_bytes
+        if address < 0 or end > self.bytes_per_partition:
+            raise CapacityError(f"{self.memory.value.upper()} tile {name!r} at address {address} with "
+                                f"{size_bytes} B per partition exceeds {self.bytes_per_partition} B",
+                                memory=self.memory.value, required=end, available=self.bytes_per_partition)
+        if address % align_bytes:
+            raise CapacityError(f"{self.memory.value.upper()} tile {name!r} address {address} is not "
+                                f"aligned to {align_bytes} B", memory=self.memory.value,
+                                hint=f"use a multiple of {align_bytes}")
+        bank = self.bank_bytes
+        if bank and (address // bank != (end - 1) // bank) and (size_bytes <= bank or address % bank):
+            raise CapacityError(f"PSUM tile {name!r} at bytes [{address}, {end}) crosses a {bank} B bank "
+                                f"boundary", memory=self.memory.value, required=size_bytes,
+                                available=bank - address % bank,
+                                hint="start PSUM tiles at a bank boundary (a multiple of the bank size)")
+        for span in self.live.values():
+            if span.start < end and address < span.end:
+                raise CapacityError(f"{self.memory.value.upper()} tile {name!r} at [{address}, {end}) "
+                                    f"overlaps live tile {span.name!r} at [{span.start}, {span.end})",
+                                    memory=self.memory.value, required=size_bytes)
+
+
+class View:
+    """A strided window on a buffer: `shape`, `strides` and `offset` count elements of `dtype`."""
+
+    __slots__ = ("storage", "shape", "strides", "offset", "element")
+
+    def __init__(self, storage: Buffer, shape: tuple[int, ...], strides: tuple[int, ...], offset: int,
+                 element: DType | None = None):
+        self.storage = storage
+        self.shape = shape
+        self.strides = strides
+        self.offset = offset
+        self.element = element or storage.dtype
+
+    @property
+    def memory(self) -> Memory:
+        return self.storage.memory
+
+    def array(self) -> np.ndarray:
+        """The numpy window on the buffer's values (writable; no copy)."""
+        size = self.element.numpy.itemsize
+        return np.ndarray(self.shape, self.element.numpy, self.storage.data, self.offset * size,
+                          tuple(s * size for s in self.strides))
+
+    def written_mask(self) -> np.ndarray:
+        size = self.element.numpy.itemsize
+        base = self.storage.dtype.numpy.itemsize
+        if size != base:
+            return np.ones(self.shape, bool)  # reinterpreting views: tracked per buffer dtype only
+        return np.ndarray(self.shape, np.bool_, self.storage.written, self.offset,
+                          tuple(self.strides))
+
+    def row_elements(self) -> int:
+        return int(self.storage.row_bytes // self.element.numpy.itemsize)
+
+    def region(self) -> Region:
+        """The trace's description of this operand (no values)."""
+        buffer = self.storage
+        pairs = tuple(zip(self.strides, self.shape, strict=True))
+        if buffer.memory is Memory.HBM:
+            return Region(buffer.memory, buffer.id, buffer.name, buffer.address_bytes, 0, 1, pairs,
+                          self.offset, self.element.name, self.element.element_bytes)
+        row = self.row_elements()
+        start, free_offset = divmod(self.offset, row) if row else (0, self.offset)
+        count = self.shape[0] if self.shape else 1
+        return Region(buffer.memory, buffer.id, buffer.name, buffer.address_bytes, start, count,
+                      pairs[1:], free_offset, self.element.name, self.element.element_bytes)
+
+
+class MemorySystem:
+    """The memories of one NeuronCore run: SBUF and PSUM allocators and buffer creation."""
+
+    def __init__(self, sbuf: Allocator, psum: Allocator, with_values: bool, track_writes: bool,
+                 ids: itertools.count):
+        self.allocators = {Memory.SBUF: sbuf, Memory.PSUM: psum}
+        self.with_values = with_values
+        self.track_writes = track_writes
+        self._ids = ids  # shared by the cores of one launch, so buffer ids are unique in a trace
+
+    def allocate(self, memory: Memory, shape: tuple[int, ...], dtype: DType, name: str,
+                 address: int | None = None, values: np.ndarray | None = None, region: str = "") -> Buffer:
+        """A new buffer (filled as uninitialised unless `values` is given) and its placement."""
+        count = prod(shape)
+        data = written = None
+        if self.with_values:
+            if values is not None:
+                data = np.ascontiguousarray(values, dtype.numpy).reshape(-1)
+            else:
+                data = np.full(count, dtype.fill_value(), dtype.numpy)
+        if self.with_values and (self.track_writes or memory is Memory.PSUM):
+            written = np.full(count, values is not None, np.bool_)
+        buffer_id = next(self._ids)
+        address_bytes = 0
+        allocator = self.allocators.get(memory)
+        if allocator is not None:
+            if shape and shape[0] > allocator.partitions:
+                raise ShapeError(f"tile {name!r} has {shape[0]} partitions; the limit is "
+                                 f"{allocator.partitions}", hint="split the tile along dim 0")
+            row_bytes = int(prod(shape[1:]) * dtype.numpy.itemsize)
+            address_bytes = allocator.allocate(buffer_id, row_bytes, name, address, dtype.numpy.itemsize)
+        buffer = Buffer(buffer_id, memory, name, tuple(shape), dtype, address_bytes, data, written, region)
+        if allocator is not None:
+            weakref.finalize(buffer, allocator.free, buffer_id)
+        return buffer
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+def full_view(buffer: Buffer) -> View:
+    return View(buffer, buffer.shape, contiguous_strides(buffer.shape), 0)
+
+
+def check_initialised(view: View, op: str) -> None:
+    """Strict mode: raise if any byte the view reads was never written."""
+    if view.storage.written is None:
+        return
+    mask = view.written_mask()
+    if not mask.all():
+        missing = int(mask.size - np.count_nonzero(mask))
+        raise HazardError(f"reads {missing} of {mask.size} elements of {view.storage!r} that were never "
+                          f"written", op=op, hint="initialise the tile first (e.g. nisa.memset)")

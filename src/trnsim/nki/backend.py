@@ -1,0 +1,67 @@
+"""The active back end: which NeuronCore the running kernel issues instructions to.
+
+It lives in a `contextvars` variable (each LNC thread sets its own), never a module global.
+`new_tensor` is how nl/nisa create tensors; `issue` is how they record instructions.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from math import prod
+
+import numpy as np
+
+from trnsim.core.isa import Engine, Memory, Opcode
+from trnsim.core.machine import NeuronCore
+from trnsim.core.memory import contiguous_strides
+from trnsim.errors import KernelError, SourceLoc
+from trnsim.nki import dtypes
+from trnsim.nki.tensor import NkiTensor
+
+_active: contextvars.ContextVar[NeuronCore | None] = contextvars.ContextVar("trnsim_nki_core", default=None)
+
+
+def core() -> NeuronCore:
+    """The core running the current kernel; nl/nisa calls outside a kernel are an error."""
+    running = _active.get()
+    if running is None:
+        raise KernelError("nki calls must run inside a kernel launched with trnsim.nki.simulate/jit/trace",
+                          hint="call the kernel through nki.jit or nki.simulate")
+    return running
+
+
+def activate(running: NeuronCore | None) -> contextvars.Token:
+    return _active.set(running)
+
+
+def deactivate(token: contextvars.Token) -> None:
+    _active.reset(token)
+
+
+def new_tensor(shape, dtype, buffer=dtypes.SBUF, name: str = "", address=None,
+               values: np.ndarray | None = None) -> NkiTensor:
+    """Allocate a tensor in `buffer` (a memory region); on-chip ones take SBUF/PSUM space."""
+    running = core()
+    shape = tuple(int(s) for s in (shape if isinstance(shape, tuple | list) else (shape,)))
+    element = dtypes.dtype(dtype)
+    place = dtypes.region(buffer)
+    name = name or f"{place.name}_{len(running.trace)}_{prod(shape)}"
+    storage = running.memory.allocate(place.memory, shape, element, name, address, values, place.name)
+    if place.memory is Memory.HBM:
+        running.launch.created[storage.id] = SourceLoc.of_caller()
+    return NkiTensor(storage, shape, contiguous_strides(shape), 0)
+
+
+def issue(opcode: Opcode, dst, srcs=(), params=None, engine=None, name: str = ""):
+    """Record one instruction with output views `dst` and input views `srcs`."""
+    outputs = tuple(d for d in (dst if isinstance(dst, tuple) else (dst,)) if d is not None)
+    inputs = tuple(s for s in srcs if s is not None)
+    chosen = _engine(engine)
+    return core().issue(opcode, outputs, inputs, params or {}, chosen, name or "")
+
+
+def _engine(engine) -> Engine | None:
+    if engine is None or engine == "unknown" or getattr(engine, "value", None) == "unknown":
+        return None
+    value = getattr(engine, "value", engine)
+    return Engine(value)

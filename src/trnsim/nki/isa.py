@@ -1,0 +1,199 @@
+"""`nki.isa` (nisa): one function per NeuronCore instruction, destination first (NKI 0.6).
+
+Each call normalises its arguments, records them as an `Instruction` through the active core
+(which checks and, under `simulate`, executes it) and returns `dst`. Instructions trnsim does not
+emulate raise `UnsupportedError` naming them; docs/nki.md lists them.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from trnsim.core.isa import Opcode
+from trnsim.core.trace import InputRef
+from trnsim.errors import KernelError, UnsupportedError
+from trnsim.nki import backend
+from trnsim.nki.registers import VirtualRegister, register_alloc, register_load, register_move, register_store
+from trnsim.nki.tensor import NkiTensor
+
+__all__ = [
+    "VirtualRegister", "register_alloc", "register_load", "register_move", "register_store",
+]
+
+
+class engine(enum.Enum):  # noqa: N801 - NKI's spelling
+    tensor = "tensor"
+    vector = "vector"
+    scalar = "scalar"
+    gpsimd = "gpsimd"
+    dma = "dma"
+    sync = "sync"
+    unknown = "unknown"
+
+
+class reduce_cmd(enum.Enum):  # noqa: N801
+    idle = "idle"
+    reset = "reset"
+    reduce = "reduce"
+    reset_reduce = "reset_reduce"
+    load_reduce = "load_reduce"
+
+
+class dge_mode(enum.IntEnum):  # noqa: N801
+    unknown = 0
+    swdge = 1
+    hwdge = 2
+    none = 3
+
+
+class oob_mode(enum.Enum):  # noqa: N801
+    error = "error"
+    skip = "skip"
+
+
+class matmul_perf_mode(enum.Enum):  # noqa: N801
+    none = "none"
+    double_row = "double_row"
+
+
+class nc_version(enum.IntEnum):  # noqa: N801
+    gen2 = 2
+    gen3 = 3
+    gen4 = 4
+
+
+class dma_engine(enum.Enum):  # noqa: N801
+    dma = "dma"
+    gpsimd_dma = "gpsimd_dma"
+
+
+tensor_engine, vector_engine, scalar_engine, gpsimd_engine = (engine.tensor, engine.vector, engine.scalar,
+                                                              engine.gpsimd)
+unknown_engine = engine.unknown
+
+
+class NkiValidationError(KernelError):
+    """Alias kept for kernels that catch NKI's validation error by name."""
+
+
+def get_nc_version() -> nc_version:
+    return nc_version(backend.core().spec.generation)
+
+
+def get_nc_sub_version() -> int:
+    return 0
+
+
+def op_name(op) -> str:
+    """The NKI name of an ALU/activation operator given as nl.add, np.add or "add"."""
+    if op is None:
+        return None
+    if isinstance(op, str):
+        return op
+    name = getattr(op, "nki_op", None) or getattr(op, "value", None) or getattr(op, "__name__", None)
+    if not isinstance(name, str):
+        raise UnsupportedError(f"operator {op!r} is not known", what=repr(op))
+    return {"absolute": "abs", "true_divide": "divide", "invert": "bitwise_not"}.get(name, name)
+
+
+def _enum_value(value):
+    return getattr(value, "value", value)
+
+
+class _Inputs(list):
+    """The data operands of one instruction; tensor-valued parameters become InputRefs."""
+
+    def ref(self, value):
+        if isinstance(value, NkiTensor):
+            self.append(value)
+            return InputRef(len(self) - 1)
+        if isinstance(value, VirtualRegister):
+            return value.read_value()
+        return None if value is None else float(value)
+
+
+def _issue(opcode: Opcode, dst, srcs, params, engine_choice=None, name=None):
+    backend.issue(opcode, dst, tuple(srcs), params, engine_choice, name or "")
+    return dst
+
+
+# --- data movement -------------------------------------------------------------------------------
+def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=None,
+             name=None, **_):
+    params = {"dge_mode": _enum_value(dge_mode), "oob_mode": _enum_value(oob_mode), "priority": priority,
+              "queue": _enum_value(engine)}
+    _same_size(dst, src, "dma_copy")
+    return _issue(Opcode.DMA_COPY, dst, [src], params, "dma", name)
+
+
+def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error,
+                  name=None):
+    axes = tuple(axes) if axes is not None else tuple(reversed(range(len(src.shape))))
+    return _issue(Opcode.DMA_TRANSPOSE, dst, [src], {"axes": axes, "dge_mode": _enum_value(dge_mode)}, "dma",
+                  name)
+
+
+def tensor_copy(dst, src, engine=engine.unknown, name=None, **_):
+    _same_size(dst, src, "tensor_copy")
+    return _issue(Opcode.TENSOR_COPY, dst, [src], {}, engine, name)
+
+
+def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None, **_):
+    return _issue(Opcode.TENSOR_COPY_PREDICATED, dst, [src, predicate], {"reverse_pred": bool(reverse_pred)},
+                  None, name)
+
+
+def memset(dst, value, engine=engine.unknown, name=None, **_):
+    return _issue(Opcode.MEMSET, dst, [], {"value": value}, engine, name)
+
+
+def iota(dst, pattern, offset=0, channel_multiplier=0, name=None, **_):
+    params = {"pattern": _pattern(pattern), "offset": _scalar(offset),
+              "channel_multiplier": channel_multiplier}
+    return _issue(Opcode.IOTA, dst, [], params, None, name)
+
+
+def _pattern(pattern) -> tuple[tuple[int, int], ...]:
+    return tuple((int(step), int(count)) for step, count in pattern)
+
+
+def _scalar(value):
+    return value.read_value() if isinstance(value, VirtualRegister) else value
+
+
+def _same_size(dst, src, op: str) -> None:
+    if isinstance(dst, NkiTensor) and isinstance(src, NkiTensor) and dst.size != src.size:
+        from trnsim.errors import ShapeError
+        raise ShapeError(f"dst {dst.name!r} {list(dst.shape)} and src {src.name!r} {list(src.shape)} have "
+                         f"different sizes", op=f"nisa.{op}")
+
+
+# --- Tensor Engine -------------------------------------------------------------------------------
+def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False,
+              is_transpose=False, accumulate=None, tile_position=(), tile_size=(),
+              perf_mode=matmul_perf_mode.none, name=None, **_):
+    params = {"accumulate": accumulate, "is_transpose": bool(is_transpose),
+              "perf_mode": _enum_value(perf_mode),
+              "tile_position": tuple(tile_position or ()), "tile_size": tuple(tile_size or ()),
+              "moving_free": moving.size // moving.shape[0]}
+    return _issue(Opcode.MATMUL, dst, [stationary, moving], params, "tensor", name)
+
+
+def nc_transpose(dst, data, engine=engine.unknown, name=None, **_):
+    return _issue(Opcode.TRANSPOSE, dst, [data], {}, engine, name)
+
+
+def unsupported(name: str):
+    """A stand-in for an instruction trnsim does not emulate: raises UnsupportedError naming it."""
+    def raise_unsupported(*args, **kwargs):
+        raise UnsupportedError(f"nisa.{name} is not emulated yet", what=f"nisa.{name}",
+                               hint="see docs/nki.md for what trnsim supports")
+    raise_unsupported.__name__ = name
+    raise_unsupported.unsupported = True
+    return raise_unsupported
+
+
+nc_matmul_mx = unsupported("nc_matmul_mx")
+quantize_mx = unsupported("quantize_mx")
+
+from trnsim.nki.isa_compute import *  # noqa: E402, F401, F403 - Scalar/Vector/GpSimd instructions

@@ -1,0 +1,188 @@
+"""`nki.isa` compute instructions: Scalar, Vector and GpSimd engines, RNG, and LNC exchange."""
+
+from __future__ import annotations
+
+from trnsim.core.isa import Opcode
+from trnsim.nki import backend
+from trnsim.nki.isa import _enum_value, _Inputs, _issue, _pattern, engine, op_name, reduce_cmd, unsupported
+
+_IDLE, _RESET_REDUCE = reduce_cmd.idle, reduce_cmd.reset_reduce
+
+
+def _reduce_params(reduce_op, reduce_cmd_value) -> dict:
+    return {"reduce_op": op_name(reduce_op) if reduce_op is not None else "add",
+            "reduce_cmd": _enum_value(reduce_cmd_value)}
+
+
+def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=_IDLE,
+               name=None, **_):
+    """dst = op(data * scale + bias); with reduce_res, also a reduction along the free dims."""
+    srcs = _Inputs([data])
+    params = {"op": op_name(op), "bias": srcs.ref(bias), "scale": srcs.ref(scale),
+              **_reduce_params(reduce_op, reduce_cmd)}
+    return _issue(Opcode.ACTIVATION, (dst, reduce_res), srcs, params, None, name)
+
+
+def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None, **_):
+    srcs = _Inputs([data])
+    params = {"op": op_name(op), "bias": srcs.ref(bias), "scale": srcs.ref(scale),
+              **_reduce_params(reduce_op, _RESET_REDUCE)}
+    return _issue(Opcode.ACTIVATION_REDUCE, (dst, reduce_res), srcs, params, None, name)
+
+
+def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None, **_):
+    return _issue(Opcode.TENSOR_TENSOR, dst, [data1, data2], {"op": op_name(op)}, engine, name)
+
+
+def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
+                  engine=engine.unknown, name=None, **_):
+    srcs = _Inputs([data])
+    params = {"op0": op_name(op0), "operand0": srcs.ref(operand0), "reverse0": bool(reverse0),
+              "op1": op_name(op1), "operand1": srcs.ref(operand1), "reverse1": bool(reverse1)}
+    return _issue(Opcode.TENSOR_SCALAR, dst, srcs, params, engine, name)
+
+
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False,
+                         engine=engine.unknown, name=None, **_):
+    srcs = _Inputs([data])
+    params = {"op0": op_name(op0), "operand0": srcs.ref(operand0), "reverse0": bool(reverse0),
+              "op1": op_name(op1), "operand1": srcs.ref(operand1), "reverse1": bool(reverse1)}
+    return _issue(Opcode.SCALAR_TENSOR_TENSOR, dst, srcs, params, engine, name)
+
+
+def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None, **_):
+    axes = tuple(axis) if isinstance(axis, tuple | list) else (axis,)
+    axes = tuple(a % len(data.shape) for a in axes)
+    params = {"op": op_name(op), "axis": axes, "negate": bool(negate), "keepdims": bool(keepdims)}
+    return _issue(Opcode.TENSOR_REDUCE, dst, [data], params, None, name)
+
+
+def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
+                         reduce_cmd=_RESET_REDUCE, reduce_init=None, reduce_res_negate=False, name=None, **_):
+    srcs = _Inputs([data])
+    params = {"op0": op_name(op0), "operand0": srcs.ref(operand0), "reverse0": bool(reverse0),
+              "reduce_res_negate": bool(reduce_res_negate), **_reduce_params(reduce_op, reduce_cmd)}
+    return _issue(Opcode.TENSOR_SCALAR_REDUCE, (dst, reduce_res), srcs, params, None, name)
+
+
+def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None, **_):
+    """r[t] = (data0[t] op0 r[t-1]) op1 data1[t], starting from `initial`."""
+    srcs = _Inputs([data0, data1])
+    params = {"initial": srcs.ref(initial), "op0": op_name(op0), "op1": op_name(op1),
+              "reverse0": bool(reverse0), "reverse1": bool(reverse1)}
+    return _issue(Opcode.TENSOR_TENSOR_SCAN, dst, srcs, params, None, name)
+
+
+def tensor_partition_reduce(dst, op, data, name=None, **_):
+    return _issue(Opcode.TENSOR_PARTITION_REDUCE, dst, [data], {"op": op_name(op)}, None, name)
+
+
+def bn_stats(dst, data, name=None, **_):
+    return _issue(Opcode.BN_STATS, dst, [data], {}, None, name)
+
+
+def bn_aggr(dst, data, name=None, **_):
+    return _issue(Opcode.BN_AGGR, dst, [data], {}, None, name)
+
+
+def reciprocal(dst, data, name=None, **_):
+    return _issue(Opcode.RECIPROCAL, dst, [data], {}, None, name)
+
+
+def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=_IDLE, reduce_init=0.0, name=None, **_):
+    srcs = _Inputs([src])
+    params = {"max_value": srcs.ref(max_value), **_reduce_params("add", reduce_cmd)}
+    return _issue(Opcode.EXPONENTIAL, (dst, reduce_res), srcs, params, None, name)
+
+
+def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op="equal", offset=0,
+                  name=None, **_):
+    """Keep on_true_tile where cmp_op(offset + channel_multiplier*p + pattern . i, 0), else the value."""
+    params = {"pattern": _pattern(pattern), "channel_multiplier": channel_multiplier,
+              "on_false_value": float(on_false_value), "cmp_op": op_name(cmp_op), "offset": offset}
+    return _issue(Opcode.AFFINE_SELECT, dst, [on_true_tile], params, None, name)
+
+
+def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=_RESET_REDUCE,
+                 reduce_res=None, reduce_op="maximum", range_start=0, on_false_value=-3.4028235e38,
+                 name=None, **_):
+    srcs = _Inputs([on_true_tile])
+    params = {"comp_op0": op_name(comp_op0), "comp_op1": op_name(comp_op1), "bound0": srcs.ref(bound0),
+              "bound1": srcs.ref(bound1), "range_start": range_start, "on_false_value": float(on_false_value),
+              **_reduce_params(reduce_op, reduce_cmd)}
+    return _issue(Opcode.RANGE_SELECT, (dst, reduce_res), srcs, params, None, name)
+
+
+def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=_IDLE, reduce_op="maximum",
+                  reverse_pred=False, name=None, **_):
+    srcs = _Inputs([predicate, on_true])
+    params = {"on_false": srcs.ref(on_false), "reverse_pred": bool(reverse_pred),
+              **_reduce_params(reduce_op, reduce_cmd)}
+    return _issue(Opcode.SELECT_REDUCE, (dst, reduce_res), srcs, params, None, name)
+
+
+def max8(dst, src, name=None, **_):
+    return _issue(Opcode.MAX8, dst, [src], {}, None, name)
+
+
+def nc_find_index8(dst, data, vals, name=None, **_):
+    return _issue(Opcode.FIND_INDEX8, dst, [data, vals], {}, None, name)
+
+
+def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None, **_):
+    return _issue(Opcode.MATCH_REPLACE8, (dst, dst_idx), [data, vals], {"imm": float(imm)}, None, name)
+
+
+def nc_stream_shuffle(dst, src, shuffle_mask, name=None, **_):
+    return _issue(Opcode.STREAM_SHUFFLE, dst, [src], {"shuffle_mask": tuple(int(m) for m in shuffle_mask)},
+                  None, name)
+
+
+def nc_n_gather(dst, data, indices, name=None, **_):
+    return _issue(Opcode.N_GATHER, dst, [data, indices], {}, None, name)
+
+
+def rng(dst, engine=engine.vector, name=None, **_):
+    return _issue(Opcode.RNG, dst, [], {}, engine, name)
+
+
+def dropout(dst, data, prob, name=None, **_):
+    srcs = _Inputs([data])
+    return _issue(Opcode.DROPOUT, dst, srcs, {"prob": srcs.ref(prob)}, None, name)
+
+
+def set_rng_seed(src_seeds, name=None, **_):
+    """Re-seed this core's generator from a [1,1] tensor (simulate) or a Python int."""
+    running = backend.core()
+    if running.with_values:
+        import numpy as np
+        if hasattr(src_seeds, "array"):
+            seed = int(np.asarray(src_seeds.array()).reshape(-1)[0])
+        else:
+            seed = int(src_seeds)
+        running.state.rng = np.random.default_rng(seed)
+
+
+def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=None, name=None, **_):
+    """Exchange tiles between the two cores of an LNC=2 launch (a DMA into the peer's memory)."""
+    from trnsim.nki.lnc import exchange
+    exchange(src, dst, int(send_to_rank), int(recv_from_rank), int(pipe_id))
+    return dst
+
+
+def core_barrier(data=None, cores=None, engine=engine.gpsimd, name=None, **_):
+    from trnsim.nki.lnc import barrier
+    barrier()
+    return data
+
+
+dma_compute = unsupported("dma_compute")
+tensor_scalar_cumulative = unsupported("tensor_scalar_cumulative")
+activate2 = unsupported("activate2")
+sequence_bounds = unsupported("sequence_bounds")
+nonzero_with_count = unsupported("nonzero_with_count")
+topk = unsupported("topk")
+rand2 = unsupported("rand2")
+rand_set_state = unsupported("rand_set_state")
+rand_get_state = unsupported("rand_get_state")
+local_gather = unsupported("local_gather")

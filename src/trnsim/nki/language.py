@@ -1,0 +1,266 @@
+"""`nki.language` (nl): tensor creation, data movement, loops, SPMD ids, debug, tile sizes, dtypes.
+
+The math, activations and reductions live in language_math.py and are re-exported here. Each
+`nl` call is a convenience over one or a few `nisa` instructions, as in NKI 0.6.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from math import prod
+
+import numpy as np
+
+from trnsim import hardware
+from trnsim.core.isa import Memory
+from trnsim.errors import UnsupportedError
+from trnsim.nki import backend, dtypes
+from trnsim.nki import isa as nisa
+from trnsim.nki.registers import VirtualRegister
+from trnsim.nki.tensor import DynSlice, NkiTensor
+
+# --- dtypes and memory regions --------------------------------------------------------------------
+bool_, int8, int16, int32 = "bool_", "int8", "int16", "int32"
+uint8, uint16, uint32 = "uint8", "uint16", "uint32"
+float16, float32, bfloat16, tfloat32 = "float16", "float32", "bfloat16", "tfloat32"
+float8_e4m3, float8_e5m2, float8_e4m3fn, float8_e8m0fnu = ("float8_e4m3", "float8_e5m2", "float8_e4m3fn",
+                                                            "float8_e8m0fnu")
+float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4 = "float8_e5m2_x4", "float8_e4m3fn_x4", "float4_e2m1fn_x4"
+
+sbuf, psum, hbm = dtypes.SBUF, dtypes.PSUM, dtypes.HBM
+shared_hbm, private_hbm = dtypes.SHARED_HBM, dtypes.PRIVATE_HBM
+MemoryRegion = dtypes.MemoryRegion
+
+
+def is_psum(buffer) -> bool:
+    return dtypes.region(buffer).memory is Memory.PSUM
+
+
+def is_sbuf(buffer) -> bool:
+    return dtypes.region(buffer).memory is Memory.SBUF
+
+
+def is_hbm(buffer) -> bool:
+    return dtypes.region(buffer).memory is Memory.HBM
+
+
+def is_on_chip(buffer) -> bool:
+    return not is_hbm(buffer)
+
+
+class NKIObject:
+    """Base for plain classes used inside kernels (any Python class works in trnsim)."""
+
+
+# --- tile sizes -----------------------------------------------------------------------------------
+class _TileSize:
+    """`nl.tile_size`: limits of the target the running kernel (or the default target) uses."""
+
+    @staticmethod
+    def _core():
+        from trnsim.nki.jit import resolve_target
+        running = backend._active.get()
+        return running.spec if running is not None else hardware.core(resolve_target())
+
+    pmax = property(lambda self: self._core().partitions)
+    gemm_stationary_fmax = property(lambda self: self._core().matmul_max_stationary_free)
+    gemm_moving_fmax = property(lambda self: self._core().matmul_max_moving_free)
+    bn_stats_fmax = property(lambda self: self._core().bn_stats_max_free)
+    psum_num_banks = property(lambda self: self._core().psum_banks)
+    psum_bank_fmax_bytes = property(lambda self: self._core().psum_bank_bytes)
+    psum_bank_fmax = property(lambda self: self._core().psum_bank_bytes // np.dtype(np.float32).itemsize)
+    psum_fmax = psum_bank_fmax
+    sbuf_fmax_bytes = property(lambda self: self._core().sbuf_bytes_per_partition)
+    sbuf_fmax = property(lambda self: self._core().sbuf_bytes_per_partition // np.dtype(np.float32).itemsize)
+    total_available_sbuf_size = sbuf_fmax_bytes
+    sbuf_size_bytes = property(lambda self: self._core().sbuf_bytes)
+
+
+tile_size = _TileSize()
+
+
+# --- creation -------------------------------------------------------------------------------------
+def ndarray(shape, dtype, buffer=sbuf, name: str = "", address=None, **_) -> NkiTensor:
+    return backend.new_tensor(shape, dtype, buffer, name, _address(address))
+
+
+def _address(address):
+    if address is None:
+        return None
+    return int(address[-1] if isinstance(address, tuple | list) else address)
+
+
+def full(shape, fill_value, dtype, buffer=sbuf, name: str = "", **_) -> NkiTensor:
+    tile = ndarray(shape, dtype, buffer, name)
+    nisa.memset(dst=tile, value=fill_value)
+    return tile
+
+
+def zeros(shape, dtype, buffer=sbuf, name: str = "", **_) -> NkiTensor:
+    return full(shape, 0, dtype, buffer, name)
+
+
+def ones(shape, dtype, buffer=sbuf, name: str = "", **_) -> NkiTensor:
+    return full(shape, 1, dtype, buffer, name)
+
+
+def empty_like(x, dtype=None, buffer=None, name: str = "", **_) -> NkiTensor:
+    return ndarray(x.shape, dtype or x.dtype, buffer or x.buffer, name)
+
+
+def zeros_like(x, dtype=None, buffer=None, name: str = "", **_) -> NkiTensor:
+    return zeros(x.shape, dtype or x.dtype, buffer or x.buffer, name)
+
+
+def ones_like(x, dtype=None, buffer=None, name: str = "", **_) -> NkiTensor:
+    return ones(x.shape, dtype or x.dtype, buffer or x.buffer, name)
+
+
+def full_like(x, fill_value, dtype=None, buffer=None, name: str = "", **_) -> NkiTensor:
+    return full(x.shape, fill_value, dtype or x.dtype, buffer or x.buffer, name)
+
+
+def rand(shape, dtype=float32, buffer=sbuf, name: str = "", **_) -> NkiTensor:
+    tile = ndarray(shape, dtype, buffer, name)
+    nisa.rng(dst=tile)
+    return tile
+
+
+def random_seed(seed) -> None:
+    nisa.set_rng_seed(seed)
+
+
+def shared_constant(constant, dtype=None, **_) -> NkiTensor:
+    values = np.asarray(constant, dtypes.dtype(dtype).numpy if dtype is not None else None)
+    return backend.new_tensor(values.shape, values.dtype, shared_hbm, "constant", values=values)
+
+
+def shared_identity_matrix(n: int, dtype=uint8, dst=None, **_) -> NkiTensor:
+    """An n x n identity built on chip: ones where partition == column."""
+    ones_tile = ones((n, n), dtype)
+    out = dst if dst is not None else ndarray((n, n), dtype)
+    nisa.affine_select(dst=out, pattern=[[-1, n]], channel_multiplier=1, on_true_tile=ones_tile,
+                       on_false_value=0, cmp_op="equal")
+    return out
+
+
+# --- data movement ----------------------------------------------------------------------------------
+def load(src, dtype=None, **_) -> NkiTensor:
+    tile = ndarray(src.shape, dtype or src.dtype, sbuf)
+    nisa.dma_copy(dst=tile, src=src)
+    return tile
+
+
+def store(dst, value, **_):
+    nisa.dma_copy(dst=dst, src=value)
+    return dst
+
+
+def load_transpose2d(src, dtype=None, **_) -> NkiTensor:
+    tile = ndarray(tuple(reversed(src.shape)), dtype or src.dtype, sbuf)
+    nisa.dma_transpose(dst=tile, src=src)
+    return tile
+
+
+def copy(x, dtype=None, **_) -> NkiTensor:
+    tile = ndarray(x.shape, dtype or x.dtype, sbuf)
+    nisa.tensor_copy(dst=tile, src=x, engine=nisa.engine.vector)
+    return tile
+
+
+def matmul(x, y, transpose_x: bool = False, **_) -> NkiTensor:
+    """x @ y into a new fp32 PSUM tile; x is [K, M] already when transpose_x=True."""
+    stationary = x if transpose_x else transpose(x)
+    out = ndarray((stationary.shape[1], y.shape[1]), float32, psum)
+    nisa.nc_matmul(dst=out, stationary=stationary, moving=y)
+    return out
+
+
+def transpose(x, dtype=None, **_) -> NkiTensor:
+    """[P, F] -> [F, P] through the PE array (or the Vector engine for tiles up to 32 x 32)."""
+    rows, cols = x.shape[0], prod(x.shape[1:])
+    small = max(rows, cols) <= tile_size.pmax // 4
+    staged = ndarray((cols, rows), float32, psum)
+    nisa.nc_transpose(dst=staged, data=x, engine=nisa.engine.vector if small else nisa.engine.tensor)
+    return copy(staged, dtype or x.dtype)
+
+
+def broadcast_to(x, shape, dtype=None, **_) -> NkiTensor:
+    return copy(x.broadcast_to(tuple(shape)), dtype)
+
+
+def expand_dims(x, axis) -> NkiTensor:
+    return x.expand_dim(axis)
+
+
+def ds(start, size: int, step: int = 1) -> DynSlice:
+    return DynSlice(start, size, step)
+
+
+def gather_flattened(*args, **kwargs):
+    raise UnsupportedError("nl.gather_flattened is not emulated yet", what="nl.gather_flattened")
+
+
+# --- loops and control flow ---------------------------------------------------------------------
+def affine_range(start, stop=None, step=1, **_) -> range:
+    return range(start, stop, step) if stop is not None else range(start)
+
+
+sequential_range = static_range = affine_range
+
+
+def dynamic_range(start, stop=None, step=1, **_):
+    start, stop = (0, start) if stop is None else (start, stop)
+    return range(_int(start), _int(stop), _int(step))
+
+
+def fori_loop(lower, upper, body_fun, step=1, **_):
+    """Run body_fun(i) for each i; the loop variable is a read-only register."""
+    for i in range(_int(lower), _int(upper), _int(step)):
+        body_fun(VirtualRegister(i))
+
+
+def while_loop(cond, body_fun, **_):
+    """Run body_fun() while the register (or callable) `cond` is non-zero."""
+    while (cond() if callable(cond) else _int(cond)) != 0:
+        body_fun()
+
+
+def _int(value) -> int:
+    return value.read_value() if isinstance(value, VirtualRegister) else int(value)
+
+
+@contextlib.contextmanager
+def no_reorder():
+    yield
+
+
+# --- SPMD and debug -----------------------------------------------------------------------------
+def program_id(axis: int = 0) -> int:
+    running = backend.core()
+    return int(np.unravel_index(running.program_id, running.grid)[axis])
+
+
+def num_programs(axes: int = 0) -> int:
+    grid = backend.core().grid
+    if isinstance(axes, tuple | list):
+        return prod(grid[a] for a in axes)
+    return grid[axes]
+
+
+def program_ndim() -> int:
+    return len(backend.core().grid)
+
+
+def device_print(prefix, tensor=None, **_) -> None:
+    """Print a tensor's values (simulate) or its shape and dtype (trace_only)."""
+    running = backend.core()
+    if tensor is None:
+        print(prefix)
+    elif running.with_values and isinstance(tensor, NkiTensor):
+        print(prefix, np.asarray(tensor.array()))
+    else:
+        print(prefix, tensor)
+
+
+from trnsim.nki.language_math import *  # noqa: E402, F401, F403 - the math half of nl

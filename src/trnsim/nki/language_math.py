@@ -1,0 +1,188 @@
+"""`nki.language` math: element-wise ops, activations, comparisons, reductions, softmax, rms_norm.
+
+Every function here is also an operator name: `nisa.tensor_tensor(..., op=nl.add)` works because
+each carries `nki_op`. Binary ops take two same-shaped tiles (tensor_tensor), or a tile and a
+number or [P,1] tile (tensor_scalar); NKI does no other broadcasting.
+"""
+
+from __future__ import annotations
+
+import math
+from math import prod
+
+from trnsim.nki import isa as nisa
+from trnsim.nki.tensor import NkiTensor
+
+__all__ = ["where", "softmax", "rms_norm", "dropout", "mean", "var", "all", "sin", "reciprocal",
+           "logical_not", "invert", "bitwise_not"]
+
+
+def _new(shape, dtype):
+    from trnsim.nki.language import ndarray, sbuf
+    return ndarray(tuple(shape), dtype, sbuf)
+
+
+def _is_column(y, x) -> bool:
+    if not isinstance(y, NkiTensor) or y.shape == x.shape:
+        return False
+    return y.shape[0] == x.shape[0] and y.size == y.shape[0]
+
+
+def _binary(name: str):
+    def op(x, y, dtype=None, **_):
+        if isinstance(x, NkiTensor) and isinstance(y, NkiTensor) and not _is_column(y, x):
+            out = _new(x.shape, dtype or x.dtype)
+            return nisa.tensor_tensor(dst=out, data1=x, data2=y, op=name)
+        if isinstance(x, NkiTensor):
+            out = _new(x.shape, dtype or x.dtype)
+            return nisa.tensor_scalar(dst=out, data=x, op0=name, operand0=y)
+        out = _new(y.shape, dtype or y.dtype)
+        return nisa.tensor_scalar(dst=out, data=y, op0=name, operand0=x, reverse0=True)
+    op.__name__ = op.nki_op = name
+    op.__doc__ = f"Element-wise {name} of two tiles, or of a tile and a scalar / [P,1] tile."
+    return op
+
+
+def _unary(name: str):
+    def op(x, dtype=None, **_):
+        out = _new(x.shape, dtype or x.dtype)
+        return nisa.activation(dst=out, op=name, data=x)
+    op.__name__ = op.nki_op = name
+    op.__doc__ = f"Element-wise {name} on the Scalar engine."
+    return op
+
+
+def _reduction(name: str):
+    def op(x, axis, dtype=None, keepdims=False, **_):
+        axes = tuple(a % x.ndim for a in (axis if isinstance(axis, tuple | list) else (axis,)))
+        shape = [1 if d in axes else s for d, s in enumerate(x.shape) if keepdims or d not in axes]
+        out = _new(shape or [1], dtype or x.dtype)
+        if axes == (0,):
+            return nisa.tensor_partition_reduce(dst=out, op=name, data=x)
+        return nisa.tensor_reduce(dst=out, op=name, data=x, axis=axes, keepdims=keepdims)
+    op.__name__ = op.nki_op = name
+    return op
+
+
+_BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "abs_max", "abs_min", "power",
+           "fmod", "mod", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+           "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+           "left_shift", "right_shift")
+_UNARY = ("exp", "log", "sqrt", "rsqrt", "cos", "tan", "arctan", "abs", "square", "negative", "sign",
+          "ceil", "floor", "trunc", "relu", "sigmoid", "tanh", "gelu", "gelu_dx", "gelu_apprx_sigmoid",
+          "gelu_apprx_sigmoid_dx", "gelu_apprx_tanh", "silu", "silu_dx", "softplus", "mish", "erf", "erf_dx")
+for _name in _BINARY:
+    globals()[_name] = _binary(_name)
+for _name in _UNARY:
+    globals()[_name] = _unary(_name)
+_REDUCTIONS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multiply"}
+for _name in _REDUCTIONS:
+    globals()[_name] = _reduction(_REDUCTIONS[_name])
+__all__ += list(_BINARY) + list(_UNARY) + ["sum", "max", "min", "prod"]
+
+# Operator constants for activate2 / tensor_scalar that are not functions.
+bypass, prelu, average = "bypass", "prelu", "average"
+__all__ += ["bypass", "prelu", "average"]
+
+
+def reciprocal(x, dtype=None, **_):
+    """1/x on the Vector engine."""
+    return nisa.reciprocal(dst=_new(x.shape, dtype or x.dtype), data=x)
+
+
+reciprocal.nki_op = "reciprocal"
+
+
+def sin(x, dtype=None, **_):
+    """sin with range reduction to [-pi, pi) first (the bare activation has none)."""
+    reduced = _new(x.shape, "float32")
+    nisa.tensor_scalar(dst=reduced, data=x, op0="add", operand0=math.pi, op1="mod", operand1=2 * math.pi)
+    nisa.tensor_scalar(dst=reduced, data=reduced, op0="subtract", operand0=math.pi)
+    return nisa.activation(dst=_new(x.shape, dtype or x.dtype), op="sin", data=reduced)
+
+
+sin.nki_op = "sin"
+
+
+def logical_not(x, dtype=None, **_):
+    return nisa.tensor_scalar(dst=_new(x.shape, dtype or x.dtype), data=x, op0="equal", operand0=0)
+
+
+def invert(x, dtype=None, **_):
+    """Bitwise NOT of an integer tile."""
+    return nisa.tensor_scalar(dst=_new(x.shape, dtype or x.dtype), data=x, op0="bitwise_xor", operand0=-1)
+
+
+bitwise_not = invert
+
+
+def mean(x, axis, dtype=None, keepdims=False, **_):
+    axes = axis if isinstance(axis, tuple | list) else (axis,)
+    total = globals()["sum"](x, axis, dtype="float32", keepdims=keepdims)
+    count = prod(x.shape[a] for a in axes)
+    return nisa.tensor_scalar(dst=_new(total.shape, dtype or x.dtype), data=total, op0="multiply",
+                              operand0=1.0 / count)
+
+
+def var(x, axis, dtype=None, keepdims=False, **_):
+    """Population variance along the free axes: mean((x - mean)^2)."""
+    centre = mean(x, axis, dtype="float32", keepdims=True)
+    centred = _new(x.shape, "float32")
+    if centre.size == centre.shape[0]:
+        nisa.tensor_scalar(dst=centred, data=x, op0="subtract", operand0=centre)
+    else:
+        nisa.tensor_tensor(dst=centred, data1=x, data2=centre.broadcast_to(x.shape), op="subtract")
+    squared = globals()["square"](centred)
+    return mean(squared, axis, dtype or x.dtype, keepdims)
+
+
+def all(x, axis, dtype=None, **_):  # noqa: A001 - NKI's name
+    return _reduction("logical_and")(x, axis, dtype or "uint8")
+
+
+def where(condition, x, y, dtype=None, **_):
+    """x where condition is non-zero, else y (either may be a number)."""
+    like = condition
+    out = _new(like.shape, dtype or (x.dtype if isinstance(x, NkiTensor) else "float32"))
+    if isinstance(y, NkiTensor):
+        nisa.tensor_copy(dst=out, src=y)
+    else:
+        nisa.memset(dst=out, value=y)
+    source = x
+    if not isinstance(x, NkiTensor):
+        source = _new(like.shape, out.dtype)
+        nisa.memset(dst=source, value=x)
+    return nisa.tensor_copy_predicated(dst=out, src=source, predicate=condition)
+
+
+def softmax(x, axis=-1, dtype=None, **_):
+    """exp(x - max) / sum(exp(x - max)) along the free axis of a [P, F] tile."""
+    partitions = x.shape[0]
+    peak = _new((partitions, 1), "float32")
+    nisa.tensor_reduce(dst=peak, op="maximum", data=x, axis=axis, keepdims=True)
+    negated = _new((partitions, 1), "float32")
+    nisa.tensor_scalar(dst=negated, data=peak, op0="multiply", operand0=-1.0)
+    exps, total = _new(x.shape, "float32"), _new((partitions, 1), "float32")
+    nisa.activation(dst=exps, op="exp", data=x, bias=negated, reduce_op="add", reduce_res=total,
+                    reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    inverse = reciprocal(total, dtype="float32")
+    out = _new(x.shape, dtype or x.dtype)
+    return nisa.tensor_scalar(dst=out, data=exps, op0="multiply", operand0=inverse)
+
+
+def rms_norm(x, w, axis=-1, n=None, epsilon=1e-6, dtype=None, compute_dtype=None, **_):
+    """x / sqrt(mean(x^2) + epsilon) * w, for a [P, D] tile and w of shape [1, D] or [P, D]."""
+    partitions, width = x.shape[0], x.shape[-1]
+    squares, total = _new(x.shape, "float32"), _new((partitions, 1), "float32")
+    nisa.activation(dst=squares, op="square", data=x, reduce_op="add", reduce_res=total,
+                    reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    rstd = _new((partitions, 1), "float32")
+    nisa.activation(dst=rstd, op="rsqrt", data=total, scale=1.0 / (n or width), bias=float(epsilon))
+    scaled = _new(x.shape, compute_dtype or "float32")
+    nisa.tensor_scalar(dst=scaled, data=x, op0="multiply", operand0=rstd)
+    weight = w.broadcast(0, partitions) if w.shape[0] == 1 and partitions > 1 else w
+    return nisa.tensor_tensor(dst=_new(x.shape, dtype or x.dtype), data1=scaled, data2=weight, op="multiply")
+
+
+def dropout(x, rate, dtype=None, **_):
+    return nisa.dropout(dst=_new(x.shape, dtype or x.dtype), data=x, prob=rate)

@@ -1,0 +1,59 @@
+"""Scalar registers (`VirtualRegister`) for runtime loop counters and dynamic offsets.
+
+Under `simulate` a register's value is known and can steer Python control flow; under
+`trace_only` it is not, and reading it raises a clear error that says to use `simulate`.
+"""
+
+from __future__ import annotations
+
+from trnsim.core.isa import Opcode
+from trnsim.errors import KernelError
+from trnsim.nki import backend
+
+
+class VirtualRegister:
+    """A 32-bit scalar register of the running core."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, value: int | None = None):
+        self.id = next(backend.core().launch.ids)
+        if value is not None:
+            register_move(self, value)
+
+    def read_value(self) -> int:
+        running = backend.core()
+        if not running.with_values:
+            raise KernelError("the kernel reads a register value to decide what to do; trace_only runs "
+                              "have no values", hint="use trnsim.nki.simulate for this kernel")
+        return int(running.state.registers.get(self.id, 0))
+
+    def __int__(self) -> int:
+        return self.read_value()
+
+    __index__ = __int__
+
+    def __repr__(self) -> str:
+        return f"VirtualRegister(r{self.id})"
+
+
+def register_alloc(x=None) -> VirtualRegister:
+    return VirtualRegister(x)
+
+
+def register_move(dst: VirtualRegister, src=None, imm=None, name=None) -> VirtualRegister:
+    value = src if src is not None else imm
+    if isinstance(value, VirtualRegister):
+        value = value.read_value()
+    backend.issue(Opcode.REGISTER_MOVE, (), (), {"register": dst.id, "value": int(value or 0)}, None, name)
+    return dst
+
+
+def register_load(dst: VirtualRegister, src, name=None) -> VirtualRegister:
+    backend.issue(Opcode.REGISTER_LOAD, (), (src,), {"register": dst.id}, None, name)
+    return dst
+
+
+def register_store(dst, src: VirtualRegister, name=None):
+    backend.issue(Opcode.REGISTER_STORE, dst, (), {"register": src.id}, None, name)
+    return dst

@@ -1,0 +1,292 @@
+"""`NkiTensor`: an HBM, SBUF or PSUM tensor and the views on it (no view ever copies data).
+
+Every view method returns a new `NkiTensor` on the same buffer with another shape, strides and
+offset (in elements), as NKI's own views compose a hardware access pattern. Dim 0 of an on-chip
+tensor is the partition dim; integer indexing there keeps the dim with size 1, as NKI does.
+"""
+
+from __future__ import annotations
+
+import re
+from math import prod
+
+import numpy as np
+
+from trnsim.core.isa import Memory
+from trnsim.core.memory import View, contiguous_strides
+from trnsim.errors import HazardError, ShapeError, UnsupportedError
+from trnsim.nki import dtypes
+
+
+class DynSlice:
+    """`nl.ds(start, size)`: a slice given by start and size (start may be a register)."""
+
+    __slots__ = ("start", "size", "step")
+
+    def __init__(self, start, size: int, step: int = 1):
+        self.start, self.size, self.step = start, size, step
+
+
+class NkiTensor(View):
+    """A tensor on HBM, SBUF or PSUM, or a view on one."""
+
+    __slots__ = ()
+
+    # --- attributes -------------------------------------------------------------------------
+    @property
+    def dtype(self) -> str:
+        """The dtype's NKI name (compares equal to nl.float32 etc. and to numpy dtypes)."""
+        return self.element.name
+
+    @property
+    def buffer(self):
+        """The memory region (nl.sbuf, nl.psum, nl.shared_hbm, ...)."""
+        return dtypes.region_of(self.storage)
+
+    @property
+    def name(self) -> str:
+        return self.storage.name
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    def __repr__(self) -> str:
+        return f"NkiTensor({self.storage.memory.value}:{self.name}, shape={list(self.shape)}, {self.dtype})"
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __bool__(self) -> bool:
+        return True
+
+    def _derive(self, shape, strides, offset, dtype=None) -> NkiTensor:
+        return NkiTensor(self.storage, tuple(int(s) for s in shape), tuple(int(s) for s in strides),
+                         int(offset), dtype or self.element)
+
+    # --- indexing ---------------------------------------------------------------------------
+    def __getitem__(self, key) -> NkiTensor:
+        keys = list(key) if isinstance(key, tuple) else [key]
+        if any(k is Ellipsis for k in keys):
+            at = keys.index(Ellipsis)
+            keys[at:at + 1] = [slice(None)] * (self.ndim - len(keys) + 1)
+        if len(keys) > self.ndim:
+            raise ShapeError(f"{len(keys)} indices for a {self.ndim}-d tensor {self.name!r}")
+        keys += [slice(None)] * (self.ndim - len(keys))
+        shape, strides, offset = [], [], self.offset
+        for dim, (k, size, stride) in enumerate(zip(keys, self.shape, self.strides, strict=True)):
+            start, count, step, keep = self._resolve(k, size, dim)
+            offset += start * stride
+            if keep:
+                shape.append(count)
+                strides.append(stride * step)
+        return self._derive(shape, strides, offset)
+
+    def _resolve(self, key, size: int, dim: int) -> tuple[int, int, int, bool]:
+        """(start, count, step, keep-dim) for one index, bounds-checked."""
+        if isinstance(key, DynSlice):
+            start = _int(key.start)
+            count, step = key.size, key.step
+        elif isinstance(key, slice):
+            start, stop, step = key.indices(size)
+            bounds = [_int(b) for b in (key.start, key.stop) if b is not None]
+            if any(b > size for b in bounds):
+                self._oob(dim, key, size)
+            count = max(0, -(-(stop - start) // step))
+        else:
+            start = _int(key)
+            if start < 0:
+                start += size
+            count, step = 1, 1
+            if not 0 <= start < size:
+                self._oob(dim, key, size)
+            keep = dim == 0 and self.storage.memory is not Memory.HBM
+            return start, 1, 1, keep
+        if start < 0 or (count and start + (count - 1) * step >= size):
+            self._oob(dim, key, size)
+        return start, count, step, True
+
+    def _oob(self, dim: int, key, size: int):
+        raise HazardError(f"index {key!r} is out of bounds for dim {dim} of {self.name!r} "
+                          f"(size {size})", hint="keep indices inside the tensor")
+
+    def __setitem__(self, key, value) -> None:
+        from trnsim.nki import isa
+        target = self[key]
+        if isinstance(value, NkiTensor):
+            via_dma = Memory.HBM in (target.storage.memory, value.storage.memory)
+            copy = isa.dma_copy if via_dma else isa.tensor_copy
+            copy(dst=target, src=value)
+        else:
+            isa.memset(dst=target, value=value)
+
+    # --- views ------------------------------------------------------------------------------
+    def slice(self, dim: int, start: int = 0, end: int | None = None, step: int = 1) -> NkiTensor:
+        keys = [slice(None)] * self.ndim
+        keys[dim] = slice(start, end, step)
+        return self[tuple(keys)]
+
+    def select(self, dim: int, index: int) -> NkiTensor:
+        if not 0 <= index < self.shape[dim]:
+            self._oob(dim, index, self.shape[dim])
+        shape, strides = list(self.shape), list(self.strides)
+        offset = self.offset + index * strides[dim]
+        del shape[dim], strides[dim]
+        return self._derive(shape, strides, offset)
+
+    def permute(self, dims) -> NkiTensor:
+        dims = [d % self.ndim for d in dims]
+        if sorted(dims) != list(range(self.ndim)):
+            raise ShapeError(f"permute({dims}) is not a permutation of {self.ndim} dims")
+        return self._derive([self.shape[d] for d in dims], [self.strides[d] for d in dims], self.offset)
+
+    def transpose(self, axes=None) -> NkiTensor:
+        return self.permute(axes if axes is not None else list(reversed(range(self.ndim))))
+
+    def broadcast(self, dim: int, size: int) -> NkiTensor:
+        if self.shape[dim] != 1:
+            raise ShapeError(f"broadcast needs dim {dim} of size 1, {self.name!r} has {self.shape[dim]}")
+        shape, strides = list(self.shape), list(self.strides)
+        shape[dim], strides[dim] = size, 0
+        return self._derive(shape, strides, self.offset)
+
+    def broadcast_to(self, shape) -> NkiTensor:
+        view = self
+        for dim, size in enumerate(shape):
+            if view.shape[dim] != size:
+                view = view.broadcast(dim, size)
+        return view
+
+    def expand_dim(self, dim: int) -> NkiTensor:
+        shape, strides = list(self.shape), list(self.strides)
+        dim = dim if dim >= 0 else dim + self.ndim + 1
+        shape.insert(dim, 1)
+        strides.insert(dim, 0)
+        return self._derive(shape, strides, self.offset)
+
+    def squeeze_dim(self, dim: int) -> NkiTensor:
+        if self.shape[dim] != 1:
+            raise ShapeError(f"squeeze_dim({dim}) on a dim of size {self.shape[dim]}")
+        shape, strides = list(self.shape), list(self.strides)
+        del shape[dim], strides[dim]
+        return self._derive(shape, strides, self.offset)
+
+    def reshape(self, shape, *more) -> NkiTensor:
+        shape = tuple(shape) + more if not isinstance(shape, int) else (shape,) + more
+        if -1 in shape:
+            known = prod(s for s in shape if s != -1)
+            shape = tuple(self.size // known if s == -1 else s for s in shape)
+        if prod(shape) != self.size:
+            raise ShapeError(f"cannot reshape {list(self.shape)} ({self.size} elements) into "
+                             f"{list(shape)} ({prod(shape)} elements)")
+        probe = np.lib.stride_tricks.as_strided(np.zeros(1, np.int8), self.shape, self.strides)
+        try:
+            strides = probe.reshape(shape, copy=False).strides
+        except ValueError:
+            raise ShapeError(f"reshape of {self.name!r} {list(self.shape)} -> {list(shape)} needs a copy "
+                             f"(the view is not contiguous enough)",
+                             hint="copy into a new tile first") from None
+        return self._derive(shape, strides, self.offset)
+
+    def reshape_dim(self, dim: int, shape) -> NkiTensor:
+        return self.reshape(self.shape[:dim] + tuple(shape) + self.shape[dim + 1:])
+
+    def flatten_dims(self, start_dim: int = 0, end_dim: int = -1) -> NkiTensor:
+        end = end_dim % self.ndim
+        merged = prod(self.shape[start_dim:end + 1])
+        return self.reshape(self.shape[:start_dim] + (merged,) + self.shape[end + 1:])
+
+    def view(self, dtype) -> NkiTensor:
+        """Reinterpret the bits as another dtype; the last dim scales by the size ratio."""
+        new = dtypes.dtype(dtype)
+        old_size, new_size = self.element.numpy.itemsize, new.numpy.itemsize
+        if old_size == new_size:
+            return self._derive(self.shape, self.strides, self.offset, new)
+        if self.strides[-1] != 1 or (self.offset * old_size) % new_size:
+            raise ShapeError(f"view({new.name}) needs a contiguous last dim on {self.name!r}")
+        last = self.shape[-1] * old_size
+        if last % new_size or any((s * old_size) % new_size for s in self.strides[:-1]):
+            raise ShapeError(f"view({new.name}): {list(self.shape)} {self.dtype} does not divide into "
+                             f"{new.name} elements")
+        strides = [s * old_size // new_size for s in self.strides[:-1]] + [1]
+        return self._derive(self.shape[:-1] + (last // new_size,), strides,
+                            self.offset * old_size // new_size, new)
+
+    def ap(self, pattern, offset: int = 0, scalar_offset=None, vector_offset=None, indirect_dim: int = 0,
+           dtype=None) -> NkiTensor:
+        """Raw access pattern: [[stride, count], ...] in elements (first pair = partition dim)."""
+        if vector_offset is not None:
+            raise UnsupportedError("ap(vector_offset=...) indirect DMA is not emulated yet",
+                                   what="NkiTensor.ap(vector_offset)")
+        if scalar_offset is not None:
+            offset += _int(scalar_offset)
+        view = self._derive([c for _, c in pattern], [s for s, _ in pattern], self.offset + offset,
+                            dtypes.dtype(dtype) if dtype is not None else None)
+        _check_inside(view)
+        return view
+
+    def rearrange(self, pattern: str, **sizes) -> NkiTensor:
+        """einops-style `"a (b c) -> (a b) c"` with sizes for split groups; no copy."""
+        left, right = (side.strip() for side in pattern.split("->"))
+        groups_in, groups_out = _groups(left), _groups(right)
+        if len(groups_in) != self.ndim:
+            raise ShapeError(f"rearrange {pattern!r}: {len(groups_in)} groups for {self.ndim} dims")
+        axes: dict[str, int] = {}
+        for group, size in zip(groups_in, self.shape, strict=True):
+            unknown = [a for a in group if a not in sizes]
+            known = prod(sizes[a] for a in group if a in sizes)
+            for a in group:
+                axes[a] = sizes[a] if a in sizes else size // known
+            if len(unknown) > 1 or prod(axes[a] for a in group) != size:
+                raise ShapeError(f"rearrange {pattern!r}: cannot split {size} into {group}")
+        names = [a for group in groups_in for a in group]
+        split = self.reshape([axes[a] for a in names])
+        order = [names.index(a) for group in groups_out for a in group]
+        moved = split.permute(order)
+        return moved.reshape([prod(axes[a] for a in group) for group in groups_out])
+
+    # --- queries ----------------------------------------------------------------------------
+    def is_contiguous(self) -> bool:
+        return self.strides == contiguous_strides(self.shape)
+
+    def is_indirect(self) -> bool:
+        return False
+
+    def get_pattern(self) -> list[list[int]]:
+        return [[s, c] for s, c in zip(self.strides, self.shape, strict=True)]
+
+    def vector_select(self, *args, **kwargs):
+        raise UnsupportedError("NkiTensor.vector_select is not emulated yet", what="NkiTensor.vector_select")
+
+    def indirect(self, *args, **kwargs):
+        raise UnsupportedError("NkiTensor.indirect (tensor indirection) is not emulated yet",
+                               what="NkiTensor.indirect")
+
+    reinterpret_cast = view
+
+
+def _groups(side: str) -> list[list[str]]:
+    return [g.split() if g.startswith("(") is False else g[1:-1].split()
+            for g in re.findall(r"\([^)]*\)|\S+", side)]
+
+
+def _int(value) -> int:
+    """A static index, or the current value of a register (simulate mode only)."""
+    if hasattr(value, "read_value"):
+        return value.read_value()
+    return int(value)
+
+
+def _check_inside(view: NkiTensor) -> None:
+    low = high = view.offset
+    for stride, count in zip(view.strides, view.shape, strict=True):
+        reach = stride * (count - 1) if count else 0
+        low, high = (low + reach, high) if reach < 0 else (low, high + reach)
+    total = prod(view.storage.shape) * view.storage.dtype.numpy.itemsize // view.element.numpy.itemsize
+    if low < 0 or high >= total:
+        raise HazardError(f"access pattern reaches elements [{low}, {high}] of {view.name!r}, which has "
+                          f"{total}", hint="keep the pattern inside the tensor")
