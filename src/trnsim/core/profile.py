@@ -1,0 +1,185 @@
+"""What a timeline means: latency, engine busy time, DMA traffic, FLOPs and utilization, hot spots.
+
+    >>> timeline = schedule(trace, "trn1")
+    >>> summary = summarize(timeline)
+    >>> summary.latency_s, summary.hfu, summary.engines["tensor"].busy_fraction
+
+Utilization follows the Neuron profiler's definitions: HFU is the FLOPs the Tensor Engine
+actually executed (every matmul of the trace, 2*K*M*N) over the core's peak for those dtypes in
+the kernel's latency; MFU is the same with the model's FLOPs, which only the caller knows
+(`model_flops=`), so it is None unless given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import numpy as np
+
+from trnsim.core.isa import DMA, MATMUL, Engine, Opcode
+from trnsim.core.schedule import Timeline, lane_name, schedule
+from trnsim.core.timing import dma_bytes, matmul_rows_per_pass
+from trnsim.core.trace import Instruction, Trace
+from trnsim.errors import ConfigError
+from trnsim.hardware.specs import CoreSpec
+
+_PEAK_CLASS = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "tfloat32": "tf32",
+               "float8_e4m3": "fp8", "float8_e5m2": "fp8", "float8_e4m3fn": "fp8"}
+"""Matmul input dtype -> key of `CoreSpec.peak_flops`; MX (x4) dtypes use "mxfp8"."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EngineUse:
+    """How busy one engine (or all DMA queues together) was."""
+
+    name: str
+    instructions: int
+    busy_s: float
+    busy_fraction: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Hotspot:
+    """Time spent by one kernel line on one opcode/engine, or one instruction of the critical path."""
+
+    opcode: str
+    engine: str
+    where: str
+    count: int
+    total_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Summary:
+    """The profile of one kernel on one target."""
+
+    target: str
+    core: str
+    latency_s: float
+    instructions: int
+    engines: MappingProxyType
+    dma_bytes: int
+    dma_bytes_per_s: float
+    flops: float
+    peak_flops_per_s: float
+    hfu: float
+    mfu: float | None
+    critical_path_s: float
+    critical_path: tuple[Hotspot, ...]
+    top: tuple[Hotspot, ...]
+
+    def as_dict(self) -> dict:
+        """Plain data for JSON (the HTML report and `trnsim run --json`)."""
+        return {
+            "target": self.target, "core": self.core, "latency_s": self.latency_s,
+            "instructions": self.instructions, "dma_bytes": self.dma_bytes,
+            "dma_bytes_per_s": self.dma_bytes_per_s, "flops": self.flops,
+            "peak_flops_per_s": self.peak_flops_per_s, "hfu": self.hfu, "mfu": self.mfu,
+            "critical_path_s": self.critical_path_s,
+            "engines": {k: _fields(v) for k, v in self.engines.items()},
+            "critical_path": [_fields(h) for h in self.critical_path],
+            "top": [_fields(h) for h in self.top],
+        }
+
+
+def _fields(record) -> dict:
+    return {name: getattr(record, name) for name in record.__slots__}
+
+
+def peak_class(ins: Instruction) -> str:
+    """The `peak_flops` key a matmul's inputs run at."""
+    if ins.opcode is Opcode.MATMUL_MX:
+        return "mxfp8"
+    classes = {_PEAK_CLASS.get(r.dtype, "fp32") for r in ins.inputs[:2]}
+    return "fp32" if "fp32" in classes else classes.pop()
+
+
+def matmul_flops(ins: Instruction, core: CoreSpec) -> float:
+    """2*K*M*N of one matmul, K counting both rows of a double-row (or MX quad) pass."""
+    stationary, moving = ins.inputs[0], ins.inputs[1]
+    per_partition = stationary.elements_per_partition * moving.elements_per_partition
+    return 2.0 * moving.partition_count * per_partition / matmul_rows_per_pass(ins, core)
+
+
+def _where(ins: Instruction) -> str:
+    return str(ins.where) if ins.where is not None else "?"
+
+
+def _engine_use(timeline: Timeline) -> dict[str, EngineUse]:
+    """Busy time per engine; the DMA queues of a core count as one engine of `dma_queues` lanes."""
+    durations = timeline.duration_s
+    latency = timeline.latency_s or 1.0
+    groups: dict[str, list[int]] = {}
+    for lane, (engine, core) in enumerate(timeline.lane_engines):
+        groups.setdefault(lane_name(engine, core), []).append(lane)
+    uses = {}
+    for name, lanes in groups.items():
+        mask = np.isin(timeline.lane, lanes)
+        busy = float(durations[mask].sum())
+        engine = timeline.lane_engines[lanes[0]][0]
+        capacity = timeline.core.dma_queues if engine is Engine.DMA else 1
+        uses[name] = EngineUse(name=name, instructions=int(mask.sum()), busy_s=busy,
+                               busy_fraction=busy / (latency * capacity))
+    return uses
+
+
+def _top(timeline: Timeline, count: int) -> tuple[Hotspot, ...]:
+    """The kernel lines and opcodes that kept engines busy longest."""
+    totals: dict[tuple, list] = {}
+    for ins, seconds in zip(timeline.trace, timeline.duration_s.tolist(), strict=True):
+        entry = totals.setdefault((ins.opcode.value, ins.engine.value, _where(ins)), [0, 0.0])
+        entry[0] += 1
+        entry[1] += seconds
+    ranked = sorted(totals.items(), key=lambda item: -item[1][1])[:count]
+    return tuple(Hotspot(opcode=k[0], engine=k[1], where=k[2], count=v[0], total_s=v[1])
+                 for k, v in ranked)
+
+
+def _critical(timeline: Timeline, count: int) -> tuple[float, tuple[Hotspot, ...]]:
+    """Busy seconds along the critical path and its longest steps."""
+    path = timeline.critical_path()
+    durations = timeline.duration_s
+    trace = timeline.trace
+    steps = sorted(path, key=lambda i: -durations[i])[:count]
+    return float(durations[path].sum()) if path else 0.0, tuple(
+        Hotspot(opcode=trace[i].opcode.value, engine=timeline.lanes[timeline.lane[i]],
+                where=_where(trace[i]), count=1, total_s=float(durations[i])) for i in steps)
+
+
+def summarize(timeline: Timeline, *, model_flops: float | None = None, top: int = 10) -> Summary:
+    """The profile of a scheduled trace."""
+    core, trace = timeline.core, timeline.trace
+    latency = timeline.latency_s
+    flops, busy_peak = 0.0, 0.0
+    moved = 0
+    for ins in trace:
+        if ins.opcode in MATMUL:
+            work = matmul_flops(ins, core)
+            peak = core.peak_flops.get(peak_class(ins))
+            if peak is None:
+                raise ConfigError(f"{ins}: {core.name} publishes no peak for {peak_class(ins)}")
+            flops += work
+            busy_peak += work / peak
+        elif ins.opcode in DMA:
+            moved += dma_bytes(ins)
+    peak_flops = flops / busy_peak if busy_peak else core.peak_flops.get("bf16", 0.0)
+    hfu = busy_peak / latency if latency else 0.0
+    mfu = model_flops / (peak_flops * latency) if model_flops is not None and latency else None
+    path_s, path = _critical(timeline, top)
+    return Summary(target=timeline.target, core=core.name, latency_s=latency,
+                   instructions=len(trace), engines=MappingProxyType(_engine_use(timeline)),
+                   dma_bytes=moved, dma_bytes_per_s=moved / latency if latency else 0.0,
+                   flops=flops, peak_flops_per_s=peak_flops, hfu=hfu, mfu=mfu,
+                   critical_path_s=path_s, critical_path=path, top=_top(timeline, top))
+
+
+def profile_trace(trace: Trace, targets: Iterable[str | CoreSpec] | None = None, *,
+                  model_flops: float | None = None) -> dict[str, tuple[Timeline, Summary]]:
+    """Time one trace on each target (default: its own) and summarize each timeline."""
+    results = {}
+    for target in targets or (trace.target,):
+        timeline = schedule(trace, target)
+        results[timeline.target] = (timeline, summarize(timeline, model_flops=model_flops))
+    return results
