@@ -1,0 +1,38 @@
+"""PyTorch on `torch.device("neuron")`: an emulated NeuronCore as a PyTorch device.
+
+    import torch, trnsim.torch
+    x = torch.randn(4, 4, device="neuron")
+    with trnsim.torch.profile(target="trn2") as prof:
+        y = (x @ x).relu()
+    print(y.cpu(), prof.total_s)
+
+Importing this module registers the device; installing trnsim also registers it on `import torch`
+through PyTorch's backend autoload (set TORCH_DEVICE_BACKEND_AUTOLOAD=0 to turn that off).
+"""
+
+from __future__ import annotations
+
+from trnsim.torch import device as _device
+from trnsim.torch.errors import DeviceMismatchError
+from trnsim.torch.fallback import FallbackWarning
+from trnsim.torch.fallback import counts as fallback_counts
+from trnsim.torch.fallback import reset as reset_fallback_counts
+from trnsim.torch.tensor import NeuronTensor, buffer_of, to_neuron
+
+__all__ = [
+    "DeviceMismatchError",
+    "FallbackWarning",
+    "NeuronTensor",
+    "buffer_of",
+    "fallback_counts",
+    "reset_fallback_counts",
+    "to_neuron",
+]
+
+
+# Registrations live as long as their torch.library objects, so the module keeps them.
+_LIBRARIES = _device.register()
+
+
+def autoload() -> None:
+    """Entry point of PyTorch's `torch.backends` group: importing this module did the work."""

@@ -1,0 +1,129 @@
+"""Registration of `neuron` as a PyTorch device (PrivateUse1, renamed), and the `torch.neuron` module.
+
+PyTorch 2.13 lets a pure-Python backend supply the device guard and hooks
+(`torch.utils.backend_registration._setup_privateuseone_for_python_backend`, experimental). Ops on
+NeuronTensor reach Python through `__torch_dispatch__`; only calls that never see a neuron tensor
+(factories such as `torch.zeros(..., device="neuron")`, and `_copy_from` inside `torch.tensor`)
+arrive on the PrivateUse1 key, so they get kernels here. Each private API used has a smoke test in
+tests/torch/test_private_api.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import types
+
+import torch
+
+from trnsim.torch import attention, autocast
+from trnsim.torch.tensor import CPU, NeuronTensor, unwrap
+
+NAME = "neuron"
+
+
+class Stream(torch.Stream):
+    """The emulator runs every op to completion at once, so one stream stands for all of them."""
+
+    def __new__(cls, device=None, priority: int = 0, **kwargs):
+        return super().__new__(cls, device=NAME, priority=priority)
+
+
+class Event(torch.Event):
+    """Events record nothing to wait for: work is finished when the op returns."""
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        return super().__new__(cls, device=NAME, enable_timing=enable_timing)
+
+
+def _module() -> types.ModuleType:
+    """`torch.neuron`: the functions AMP, RNG, torch.accelerator and FSDP look up on a device."""
+    mod = types.ModuleType("torch.neuron", "The trnsim neuron device (one emulated NeuronCore, index 0).")
+    members = {
+        "is_available": lambda: True,
+        "is_initialized": lambda: True,
+        "_is_in_bad_fork": lambda: False,
+        "device_count": lambda: 1,
+        "current_device": lambda: 0,
+        "set_device": _set_device,
+        "synchronize": lambda device=None: None,
+        # The emulator's random numbers come from the CPU generator, so runs match CPU runs.
+        "manual_seed": _manual_seed,
+        "manual_seed_all": _manual_seed,
+        "seed": lambda: torch.default_generator.seed(),
+        "initial_seed": lambda: torch.default_generator.initial_seed(),
+        "get_rng_state": lambda device=None: torch.get_rng_state(),
+        "set_rng_state": lambda state, device=None: torch.set_rng_state(state),
+        "get_amp_supported_dtype": lambda: [torch.bfloat16, torch.float16],
+        "device": lambda index=0: torch.device(NAME, index),
+        "Stream": Stream,
+        "Event": Event,
+        "current_stream": lambda device=None: Stream(),
+        "default_stream": lambda device=None: Stream(),
+        "stream": lambda stream=None: contextlib.nullcontext(stream),
+    }
+    for name, value in members.items():
+        setattr(mod, name, value)
+    return mod
+
+
+def _manual_seed(seed: int) -> None:
+    # torch.manual_seed calls this too, so it must not call torch.manual_seed back.
+    torch.default_generator.manual_seed(int(seed))
+
+
+def _set_device(device) -> None:
+    index = torch.device(NAME, device).index if isinstance(device, int) else torch.device(device).index
+    if index not in (None, 0):
+        raise ValueError(f"trnsim emulates one neuron device (index 0); got index {index}")
+
+
+def _factory(op):
+    """A PrivateUse1 kernel for a factory: build the values on CPU, hand them to a NeuronTensor."""
+
+    def kernel(*args, **kwargs):
+        kwargs["device"] = CPU
+        return NeuronTensor(op(*args, **kwargs))
+
+    return kernel
+
+
+def _copy_from(src, dst, non_blocking=False):
+    dst_buffer = unwrap(dst, torch.ops.aten._copy_from.default, allow_cpu=True)
+    dst_buffer.copy_(unwrap(src, torch.ops.aten._copy_from.default, allow_cpu=True))
+    return dst
+
+
+def factory_overloads() -> list:
+    """Every aten overload that takes a `device` and no tensor: only these bypass __torch_dispatch__."""
+    found = []
+    for qualified in torch._C._dispatch_get_all_op_names():
+        namespace, _, name = qualified.partition("::")
+        packet_name, _, overload = name.partition(".")
+        packet = getattr(torch.ops.aten, packet_name, None) if namespace == "aten" else None
+        op = getattr(packet, overload or "default", None) if packet is not None else None
+        if op is None:
+            continue
+        arguments = op._schema.arguments
+        if any(a.name == "device" for a in arguments) and not any("Tensor" in str(a.type) for a in arguments):
+            found.append(op)
+    return found
+
+
+def register() -> list:
+    """Make `neuron` a device. Returns the torch.library objects, which must be kept alive."""
+    torch.utils.backend_registration._setup_privateuseone_for_python_backend(NAME, backend_module=_module())
+    kernels = torch.library.Library("aten", "IMPL")
+    for op in factory_overloads():
+        kernels.impl(op._schema.name + (f".{op._overloadname}" if op._overloadname != "default" else ""),
+                     _factory(op), "PrivateUse1")
+    kernels.impl("_copy_from", _copy_from, "PrivateUse1")
+    attention.register(kernels)
+    # Autocast: every op falls through unless trnsim.torch.autocast gives it a casting kernel.
+    autocast_fallthrough = torch.library.Library("_", "IMPL")
+    autocast_fallthrough.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+    autocast.register(kernels)
+    # Backward of device tensors would run on an autograd worker thread, where context variables
+    # (strict mode, the active profile) are not set; keep it on the calling thread, as CPU does.
+    # This is per-thread: it covers the thread that registered the device (normally the main one).
+    torch.autograd.set_multithreading_enabled(False)
+    return [kernels, autocast_fallthrough]

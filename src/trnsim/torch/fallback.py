@@ -1,0 +1,47 @@
+"""Aten ops the neuron device does not implement run on CPU, once-per-op warned and counted.
+
+With `trnsim.config.override(strict=True)` (or TRNSIM_STRICT=1) they raise UnsupportedError instead,
+which is how the coverage tests find every op a model reaches.
+"""
+
+from __future__ import annotations
+
+import collections
+import warnings
+
+from trnsim import config
+from trnsim.errors import UnsupportedError
+
+
+class FallbackWarning(UserWarning):
+    """An aten op ran on CPU because the neuron device does not implement it."""
+
+
+_COUNTS: collections.Counter = collections.Counter()
+
+
+def counts() -> dict[str, int]:
+    """How many times each unimplemented aten op has fallen back to CPU in this process."""
+    return dict(_COUNTS)
+
+
+def reset() -> None:
+    """Forget the counts (and warn again on the next fallback of each op)."""
+    _COUNTS.clear()
+
+
+def rule(run):
+    """Wrap the rule `run` so that it counts, warns once per op, or raises in strict mode."""
+
+    def run_on_cpu(func, args, kwargs):
+        name = str(func)
+        if config.current().strict:
+            raise UnsupportedError(f"aten op {name} is not implemented on the neuron device",
+                                   what=name, hint="leave strict mode to run it on CPU")
+        if name not in _COUNTS:
+            warnings.warn(f"trnsim.torch: {name} is not implemented on neuron; it runs on CPU",
+                          FallbackWarning, stacklevel=2)
+        _COUNTS[name] += 1
+        return run(func, args, kwargs)
+
+    return run_on_cpu

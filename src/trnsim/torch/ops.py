@@ -1,0 +1,210 @@
+"""The op table of the neuron device: which aten ops it implements, and the rule that runs each.
+
+An op's *family* (matmul, norm, elementwise, ...) says how the device times it and which precision
+rule applies. Values are computed on the emulator's CPU buffers with the same aten kernels, so fp32
+results are bitwise equal to CPU; matmul-family ops on bf16/fp16 accumulate in fp32 and round once,
+as TensorE does into PSUM. Aten ops not in the table fall back to CPU (`trnsim.torch.fallback`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from trnsim.torch import fallback, precision, profiler
+from trnsim.torch.tensor import NeuronTensor, unwrap, unwrap_args, unwrap_kwargs, wrap
+
+FAMILIES: dict[str, str] = {}
+
+
+def _family(name: str, ops: str) -> None:
+    for op in ops.split():
+        if op in FAMILIES:
+            raise ValueError(f"aten op {op} listed in families {FAMILIES[op]} and {name}")
+        FAMILIES[op] = name
+
+
+_family("matmul", "mm addmm bmm baddbmm addbmm addmv mv dot vdot outer _addmm_activation")
+_family("conv", "convolution convolution_backward _convolution")
+_family("norm", """native_layer_norm native_layer_norm_backward native_batch_norm native_batch_norm_backward
+    _native_batch_norm_legit _native_batch_norm_legit_no_training _native_batch_norm_legit_functional
+    native_group_norm native_group_norm_backward _fused_rms_norm _fused_rms_norm_backward
+    batch_norm_stats batch_norm_elemt batch_norm_backward_reduce batch_norm_backward_elemt""")
+_family("embedding", "embedding embedding_dense_backward _embedding_bag _embedding_bag_backward")
+_family("attention", """_scaled_dot_product_flash_attention_for_cpu
+    _scaled_dot_product_flash_attention_for_cpu_backward _fused_sdp_choice
+    _scaled_dot_product_attention_math""")
+_family("activation", """relu relu_ gelu gelu_backward silu silu_ silu_backward sigmoid sigmoid_
+    sigmoid_backward tanh tanh_ tanh_backward threshold_backward _softmax _softmax_backward_data
+    _log_softmax _log_softmax_backward_data hardtanh hardtanh_ hardtanh_backward leaky_relu
+    leaky_relu_backward elu elu_backward softplus softplus_backward mish mish_backward hardswish
+    hardswish_backward hardsigmoid hardsigmoid_backward glu glu_backward log_sigmoid_forward
+    log_sigmoid_backward""")
+_family("loss", """mse_loss mse_loss_backward nll_loss_forward nll_loss_backward nll_loss2d_forward
+    nll_loss2d_backward binary_cross_entropy binary_cross_entropy_backward
+    binary_cross_entropy_with_logits smooth_l1_loss smooth_l1_loss_backward huber_loss
+    huber_loss_backward""")
+_family("reduction", """sum mean amax amin max min argmax argmin prod var var_mean std std_mean norm
+    linalg_vector_norm logsumexp cumsum cumsum_ cumprod any all count_nonzero _cdist_forward""")
+_family("indexing", """index index_put index_put_ _index_put_impl_ index_select index_add index_add_
+    index_copy_ gather scatter scatter_ scatter_add scatter_add_ masked_fill masked_fill_
+    masked_scatter masked_scatter_ masked_select nonzero where take topk sort argsort embedding_renorm_
+    _unsafe_index _unsafe_index_put one_hot tril tril_ triu triu_ flip roll repeat repeat_interleave
+    cat stack constant_pad_nd index_fill_ index_fill select_backward slice_backward
+    select_scatter slice_scatter diagonal_scatter as_strided_scatter unfold_backward max_pool2d_with_indices
+    max_pool2d_with_indices_backward avg_pool2d avg_pool2d_backward _adaptive_avg_pool2d
+    _adaptive_avg_pool2d_backward upsample_nearest2d upsample_bilinear2d
+    upsample_nearest2d_backward upsample_bilinear2d_backward""")
+_family("view", """view _unsafe_view reshape t transpose permute expand unsqueeze squeeze slice select
+    split split_with_sizes unbind narrow as_strided alias detach clone contiguous _reshape_alias
+    view_as_real view_as_complex unfold diagonal chunk lift_fresh movedim _to_copy copy_ _copy_from
+    _local_scalar_dense resize_ set_ _has_compatible_shallow_copy_type is_same_size
+    _nested_tensor_from_mask_left_aligned""")
+_family("elementwise", """add add_ sub sub_ mul mul_ div div_ neg neg_ pow pow_ exp exp_ log log_ sqrt
+    sqrt_ rsqrt rsqrt_ abs abs_ sign sign_ clamp clamp_ clamp_min clamp_min_ clamp_max clamp_max_
+    minimum maximum reciprocal reciprocal_ addcmul addcmul_ addcdiv addcdiv_ lerp lerp_ fill fill_
+    zero_ eq ne lt le gt ge logical_and logical_or logical_not logical_xor bitwise_and bitwise_or
+    bitwise_not bitwise_xor isnan isinf isfinite floor floor_ ceil ceil_ round round_ trunc trunc_
+    frac sin cos erf erf_ erfinv exp2 expm1 log1p log2 log10 remainder fmod floor_divide rsub
+    nan_to_num nan_to_num_ square cosh sinh atan atan2 acos asin tan triu_indices tril_indices
+    ones_like zeros_like empty_like full_like rand_like randn_like randint_like
+    new_empty new_empty_strided new_zeros new_ones new_full alias_copy bernoulli bernoulli_ uniform_
+    normal_ random_ exponential_ native_dropout native_dropout_backward dropout _fused_dropout
+    heaviside xlogy logit sgn sgn_ logical_and_ logical_or_ logical_not_ logical_xor_ bitwise_and_
+    bitwise_or_ eq_ ne_ lt_ le_ gt_ ge_""")
+_family("factory", """arange zeros ones full empty empty_strided scalar_tensor rand randn randint randperm
+    linspace logspace eye empty_permuted""")
+_family("foreach", """_foreach_add _foreach_add_ _foreach_sub _foreach_sub_ _foreach_mul _foreach_mul_
+    _foreach_div _foreach_div_ _foreach_addcmul _foreach_addcmul_ _foreach_addcdiv _foreach_addcdiv_
+    _foreach_sqrt _foreach_sqrt_ _foreach_lerp _foreach_lerp_ _foreach_neg _foreach_neg_ _foreach_norm
+    _foreach_maximum_ _foreach_minimum_ _foreach_copy_ _foreach_zero_ _foreach_pow _foreach_pow_
+    _foreach_reciprocal _foreach_reciprocal_ _foreach_sign _foreach_abs _foreach_exp _foreach_exp_
+    _foreach_clamp_min_ _foreach_clamp_max_ _foreach_max _fused_adamw_ _fused_adam_
+    _amp_foreach_non_finite_check_and_unscale_ _amp_update_scale_""")
+
+LOW_PRECISION = (torch.bfloat16, torch.float16)
+FP32_ACCUMULATE = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "convolution",
+                   "convolution_backward"}
+
+
+def plain(func, args, kwargs):
+    """The default kernel: the same aten op on the emulator's CPU buffers."""
+    return func(*args, **kwargs)
+
+
+def fp32_accumulate(func, args, kwargs):
+    """bf16/fp16 matmuls and convolutions: multiply and accumulate in fp32, round the result once."""
+    low = next((a.dtype for a in args if isinstance(a, torch.Tensor) and a.dtype in LOW_PRECISION), None)
+    if low is None:
+        return func(*args, **kwargs)
+    wide = [a.float() if isinstance(a, torch.Tensor) and a.dtype == low else a for a in args]
+    return _round_outputs(func(*wide, **kwargs), low)
+
+
+def _round_outputs(value, dtype):
+    if isinstance(value, torch.Tensor):
+        return precision.round_to(value, dtype) if value.dtype == torch.float32 else value
+    if type(value) in (list, tuple):
+        return type(value)(_round_outputs(v, dtype) for v in value)
+    return value
+
+
+def rounded_to_copy(func, args, kwargs):
+    """`_to_copy`: an fp32 -> bf16 cast rounds as the engines do (stochastically when switched on)."""
+    dtype = kwargs.get("dtype")
+    if dtype is not None and precision.rounds_stochastically(args[0].dtype, dtype):
+        rest = {k: v for k, v in kwargs.items() if k != "dtype"}
+        return func(precision.round_to(args[0], dtype), *args[1:], **rest)
+    return func(*args, **kwargs)
+
+
+def rounded_copy(func, args, kwargs):
+    """`copy_(dst, src)` / `_copy_from(src, dst)`: a narrowing copy rounds as `rounded_to_copy` does."""
+    dst_first = func._opname == "copy_"
+    dst, src = (args[0], args[1]) if dst_first else (args[1], args[0])
+    if precision.rounds_stochastically(src.dtype, dst.dtype):
+        src = precision.round_to(src, dst.dtype)
+        args = (dst, src, *args[2:]) if dst_first else (src, dst, *args[2:])
+    return func(*args, **kwargs)
+
+
+def kernel_for(func):
+    """The emulator kernel for an aten overload, working on CPU buffers (eager and compiled paths)."""
+    name = func._opname
+    if func.namespace != "aten":
+        return plain
+    if name == "_to_copy":
+        return rounded_to_copy
+    if name in ("copy_", "_copy_from"):
+        return rounded_copy
+    if name in FP32_ACCUMULATE and not func._schema.is_mutable:
+        return fp32_accumulate
+    if name not in FAMILIES:
+        return fallback.rule(plain)
+    return plain
+
+
+def _owners(args, kwargs) -> dict:
+    """Caller tensors by the identity of the buffer they hand the emulator (for in-place results)."""
+    owners = {}
+    for value in (*args, *kwargs.values()):
+        items = value if type(value) in (list, tuple) else (value,)
+        for item in items:
+            if type(item) is NeuronTensor:
+                owners[id(item._elem)] = item
+            elif isinstance(item, torch.Tensor):
+                owners[id(item)] = item
+    return owners
+
+
+def _rewrap(value, owners: dict):
+    if isinstance(value, torch.Tensor):
+        owner = owners.get(id(value))
+        return owner if owner is not None else NeuronTensor(value)
+    if type(value) in (list, tuple):
+        return type(value)(_rewrap(v, owners) for v in value)
+    return value
+
+
+def _finish(func, args, kwargs, uargs, ukwargs, out):
+    """Turn CPU results into what the caller expects and charge the op's device time."""
+    active = profiler.ACTIVE.get()
+    if active is not None:
+        active.record(func, uargs)
+    device = kwargs.get("device")
+    if device is not None and torch.device(device).type != "neuron":
+        return out
+    if func._schema.is_mutable:
+        return _rewrap(out, _owners(args, kwargs))
+    return wrap(out)
+
+
+def eager_rule(kernel):
+    """The rule for neuron tensors: unwrap, run `kernel` on the buffers, wrap the results."""
+
+    def rule(func, args, kwargs):
+        uargs = unwrap_args(args, func)
+        ukwargs = unwrap_kwargs(kwargs, func)
+        return _finish(func, args, kwargs, uargs, ukwargs, kernel(func, uargs, ukwargs))
+
+    return rule
+
+
+def copy_rule(func, args, kwargs):
+    """`copy_` / `_copy_from`: the one place where a full CPU tensor may meet a neuron tensor."""
+    uargs = [unwrap(a, func, allow_cpu=True) for a in args]
+    return _finish(func, args, kwargs, uargs, kwargs, rounded_copy(func, uargs, kwargs))
+
+
+def item_rule(func, args, kwargs):
+    """`.item()`: the value leaves the device."""
+    return args[0]._elem.item()
+
+
+def resolve(func):
+    """The rule that runs `func` on neuron tensors (NeuronTensor caches it per overload)."""
+    name = func._opname
+    if func.namespace == "aten" and name in ("copy_", "_copy_from"):
+        return copy_rule
+    if func.namespace == "aten" and name == "_local_scalar_dense":
+        return item_rule
+    return eager_rule(kernel_for(func))

@@ -1,0 +1,4 @@
+"""placeholder"""
+import contextvars
+
+ACTIVE = contextvars.ContextVar("trnsim_torch_profile", default=None)

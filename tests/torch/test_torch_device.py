@@ -1,0 +1,120 @@
+"""The neuron device as PyTorch code sees it: module, moves, printing, factories, save/load."""
+
+import io
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+import trnsim.torch
+from trnsim.torch import DeviceMismatchError, NeuronTensor
+
+
+def test_torch_neuron_module_answers_what_pytorch_asks():
+    assert torch.neuron.is_available() and torch.neuron.is_initialized()
+    assert torch.neuron.device_count() == 1 and torch.neuron.current_device() == 0
+    assert torch.accelerator.current_accelerator() == torch.device("neuron")
+    assert torch.bfloat16 in torch.neuron.get_amp_supported_dtype()
+    torch.neuron.synchronize()
+    stream = torch.neuron.current_stream()
+    assert stream.device == torch.device("neuron", 0)
+    event = torch.neuron.Event()
+    with torch.neuron.stream(stream):
+        event.record(stream)
+    with pytest.raises(ValueError, match="index 1"):
+        torch.neuron.set_device(1)
+
+
+def test_to_and_back_keeps_values_dtype_and_shape():
+    cpu = torch.randn(3, 5).to(torch.float64)
+    x = cpu.to("neuron")
+    assert isinstance(x, NeuronTensor) and x.is_neuron and x.device == torch.device("neuron", 0)
+    assert x.dtype == torch.float64 and x.shape == (3, 5)
+    assert torch.equal(x.cpu(), cpu)
+    assert torch.equal(cpu.neuron().cpu(), cpu)
+    assert x.sum().item() == cpu.sum().item()
+    assert x.tolist() == cpu.tolist()
+
+
+def test_printing_shows_values_and_device():
+    text = repr(torch.tensor([1.5, -2.0], device="neuron", requires_grad=True) * 2)
+    assert "3." in text and "-4." in text and "device='neuron:0'" in text and "grad_fn" in text
+    assert f"{torch.tensor(2.25, device='neuron'):.1f}" == "2.2"
+
+
+def test_factories_build_on_the_device_with_cpu_values():
+    torch.manual_seed(3)
+    expected = torch.randn(4, 4)
+    torch.neuron.manual_seed(3)
+    made = torch.randn(4, 4, device="neuron")
+    assert isinstance(made, NeuronTensor) and torch.equal(made.cpu(), expected)
+    assert torch.equal(torch.arange(6, device="neuron").cpu(), torch.arange(6))
+    assert torch.equal(torch.full((2,), 7.0, device="neuron").cpu(), torch.full((2,), 7.0))
+    assert torch.tensor([[1, 2]], device="neuron").cpu().tolist() == [[1, 2]]
+
+
+def test_set_default_device_and_meta_init_then_to_empty():
+    with torch.device("neuron"):
+        layer = nn.Linear(3, 2)
+    assert layer.weight.device.type == "neuron" and isinstance(layer.weight, nn.Parameter)
+    with torch.device("meta"):
+        lazy = nn.Linear(3, 2)
+    lazy = lazy.to_empty(device="neuron")
+    assert lazy.weight.device.type == "neuron" and lazy.weight.shape == (2, 3)
+    torch.set_default_device("neuron")
+    try:
+        assert torch.zeros(2).device.type == "neuron"
+    finally:
+        torch.set_default_device("cpu")
+
+
+def test_tied_weights_and_parameters_survive_to():
+    model = nn.Sequential(nn.Embedding(5, 4), nn.Linear(4, 5, bias=False))
+    model[1].weight = model[0].weight
+    model.to("neuron")
+    assert model[1].weight is model[0].weight
+    assert isinstance(model[0].weight, nn.Parameter) and model[0].weight.device.type == "neuron"
+    assert len(list(model.parameters())) == 1
+
+
+def test_save_and_weights_only_load_round_trip():
+    model = nn.Linear(4, 3).to("neuron")
+    buffer = io.BytesIO()
+    torch.save(model.state_dict(), buffer)
+    buffer.seek(0)
+    state = torch.load(buffer, weights_only=True)
+    assert state["weight"].device.type == "neuron"
+    assert torch.equal(state["weight"].cpu(), model.weight.detach().cpu())
+
+
+def test_mixing_a_cpu_tensor_raises_but_a_0_dim_one_is_allowed():
+    x = torch.ones(3, device="neuron")
+    with pytest.raises(DeviceMismatchError, match=r"aten\.add\.Tensor.*shape \[3\]") as info:
+        x + torch.ones(3)
+    assert isinstance(info.value, RuntimeError) and isinstance(info.value, trnsim.TrnsimError)
+    assert torch.equal((x * torch.tensor(2.0)).cpu(), torch.full((3,), 2.0))
+    x.copy_(torch.arange(3.0))
+    assert x.cpu().tolist() == [0.0, 1.0, 2.0]
+
+
+def test_views_alias_and_in_place_ops_return_the_callers_tensor():
+    base = torch.zeros(2, 3, device="neuron")
+    row = base[1]
+    result = row.add_(5)
+    assert result is row
+    assert base.cpu().tolist() == [[0, 0, 0], [5, 5, 5]]
+    out = torch.empty(2, 3, device="neuron")
+    assert torch.add(base, 1, out=out) is out
+
+
+def test_numpy_refuses_like_a_real_device():
+    with pytest.raises(TypeError, match="cpu"):
+        torch.ones(2, device="neuron").numpy()
+
+
+def test_plain_import_torch_registers_the_device_through_autoload():
+    code = "import torch; x = torch.ones(2, device='neuron'); print(type(x).__name__, x.device)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["NeuronTensor", "neuron:0"]

@@ -1,0 +1,198 @@
+"""Every op family common models reach runs on neuron bitwise equal to CPU (fp32), forward and
+backward, in strict mode -- so an op that silently fell back to CPU would fail here."""
+
+import pytest
+import torch
+from conftest import assert_same
+from torch.nn import functional as F
+
+import trnsim.torch
+from trnsim import config
+from trnsim.errors import UnsupportedError
+from trnsim.torch.ops import FAMILIES
+
+
+def _randn(*shape):
+    return torch.randn(*shape)
+
+
+def _index(high, *shape):
+    return torch.randint(0, high, shape)
+
+
+CASES = {}
+
+
+def case(make_inputs):
+    """Register `fn` as a case run on CPU and neuron with the inputs `make_inputs()` builds."""
+
+    def register(fn):
+        CASES[fn.__name__] = (fn, make_inputs)
+        return fn
+
+    return register
+
+
+@case(lambda: [_randn(2, 5, 8), _randn(6, 8), _randn(6)])
+def linear(x, w, b):
+    return F.linear(x, w, b)
+
+
+@case(lambda: [_randn(3, 4, 5), _randn(5, 2), _randn(2, 3, 4), _randn(2, 4, 5), _randn(2, 3, 5)])
+def matmul_family(a, b, c, d, e):
+    return [a @ b, torch.baddbmm(e, c, d, alpha=0.5), torch.einsum("bij,bjk->bik", c, d), torch.bmm(c, d)]
+
+
+@case(lambda: [_randn(2, 3, 9, 9), _randn(4, 3, 3, 3), _randn(4), _randn(2, 4, 10), _randn(6, 2, 3)])
+def convolutions(x, w, b, x1, w1):
+    return [F.conv2d(x, w, b, stride=2, padding=1), F.conv1d(x1, w1, groups=2)]
+
+
+@case(lambda: [_randn(4, 3, 5, 5), _randn(3), _randn(3), _randn(3, 4, 8), _randn(8), _randn(8)])
+def norms(x, w, b, y, w1, b1):
+    running_mean, running_var = torch.zeros(3, device=x.device), torch.ones(3, device=x.device)
+    return [F.batch_norm(x, running_mean, running_var, w, b, training=True), running_mean,
+            F.layer_norm(y, (8,), w1, b1), F.group_norm(y, 2), F.rms_norm(y, (8,), w1)]
+
+
+@case(lambda: [_randn(10, 4), _index(10, 3, 5)])
+def embedding(w, i):
+    return F.embedding(i, w, padding_idx=0)
+
+
+@case(lambda: [_randn(2, 3, 6, 8), _randn(2, 3, 6, 8), _randn(2, 3, 6, 8), torch.rand(6, 6) > 0.3])
+def attention(q, k, v, mask):
+    return [F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            F.scaled_dot_product_attention(q, k, v, attn_mask=mask),
+            F.scaled_dot_product_attention(q, k, v, attn_mask=mask.float())]
+
+
+@case(lambda: [_randn(4, 7)])
+def activations(x):
+    return [F.relu(x), F.gelu(x), F.gelu(x, approximate="tanh"), F.silu(x), torch.sigmoid(x), torch.tanh(x),
+            F.leaky_relu(x), F.elu(x), F.softplus(x), F.hardswish(x), F.softmax(x, -1), F.log_softmax(x, -1)]
+
+
+@case(lambda: [_randn(6, 5), _index(5, 6), _randn(6, 5)])
+def losses(x, t, y):
+    return [F.cross_entropy(x, t, label_smoothing=0.1, ignore_index=2), F.mse_loss(x, y),
+            F.binary_cross_entropy_with_logits(x, y.sigmoid()), F.smooth_l1_loss(x, y), F.huber_loss(x, y),
+            F.l1_loss(x, y), F.nll_loss(x.log_softmax(1), t)]
+
+
+@case(lambda: [_randn(5, 6)])
+def reductions(x):
+    return [x.sum(1), x.mean(), x.amax(0), x.max(1).values, x.argmax(1), x.var(1), x.std(), x.norm(dim=1),
+            x.logsumexp(1), x.cumsum(1), x.prod(1)]
+
+
+@case(lambda: [_randn(5, 4), _index(5, 5), _randn(5, 4)])
+def indexing(x, i, s):
+    rows = torch.arange(2, device=x.device)
+    return [x[i], x[x > 0], x.gather(1, i[:, None].expand(-1, 2) % 4), x.masked_fill(x < 0, 0.0),
+            torch.where(x > 0, x, -x), x.topk(2, dim=1).values, x.sort(dim=1).values, x.index_select(0, i),
+            torch.zeros(5, 4, device=x.device).scatter_add(0, (s.abs() * 4).long() % 5, x),
+            x.index_put((rows,), s[:2])]
+
+
+@case(lambda: [_randn(4, 4), _randn(4, 4)])
+def shape_ops(x, y):
+    return [torch.cat([x, y]), torch.stack([x, y]), F.pad(x, (1, 2)), x.tril(), x.repeat(2, 1), x.flip(0),
+            x.roll(1, 1), x.view(-1), x.reshape(2, -1), x.permute(1, 0), x.t()[1:], x.narrow(1, 1, 2),
+            x.unsqueeze(0).expand(3, -1, -1), *x.split(2), *x.chunk(2, 1), *x.unbind(0),
+            x.transpose(0, 1).contiguous()]
+
+
+@case(lambda: [_randn(2, 3, 6, 6)])
+def pooling_and_resize(x):
+    return [F.max_pool2d(x, 2), F.avg_pool2d(x, 2), F.adaptive_avg_pool2d(x, 3),
+            F.interpolate(x, scale_factor=2, mode="nearest")]
+
+
+@case(lambda: [_randn(3, 5), _randn(3, 5)])
+def elementwise(x, y):
+    positive = y.abs() + 1
+    return [x + y, x - 2 * y, x * y, x / positive, x.exp(), positive.log(), positive.sqrt(), positive.rsqrt(),
+            x.pow(2), x.clamp(-0.5, 0.5), torch.maximum(x, y), torch.lerp(x, y, 0.3),
+            torch.addcmul(x, x, y, value=0.5), x.abs(), x.sign(), x.floor(), x.erf(), x.sin()]
+
+
+def _run(fn, inputs, device):
+    args = []
+    for value in inputs:
+        value = value.clone().to(device)
+        if value.is_floating_point():
+            value.requires_grad_(True)
+        args.append(value)
+    out = fn(*args)
+    outs = out if isinstance(out, list) else [out]
+    loss = sum((o.float() ** 2).sum() for o in outs if o.is_floating_point() and o.requires_grad)
+    if isinstance(loss, torch.Tensor):
+        loss.backward()
+    return outs, [a.grad for a in args if a.is_floating_point()]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_op_family_matches_cpu_bitwise_forward_and_backward(name):
+    fn, make_inputs = CASES[name]
+    torch.manual_seed(0)
+    inputs = make_inputs()
+    expected, expected_grads = _run(fn, inputs, "cpu")
+    with config.override(strict=True):
+        got, got_grads = _run(fn, inputs, "neuron")
+    assert_same([o.detach() for o in got], [o.detach() for o in expected])
+    assert_same(got_grads, expected_grads)
+
+
+@pytest.mark.parametrize("make", [
+    lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1),
+    lambda p: torch.optim.Adam(p, lr=0.01, foreach=False),
+    lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True),
+], ids=["adamw_foreach", "adam_for_loop", "sgd_nesterov"])
+def test_optimizer_steps_and_grad_clipping_match_cpu(make):
+    torch.manual_seed(1)
+    cpu_model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    neuron_model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    neuron_model.load_state_dict(cpu_model.state_dict())
+    neuron_model.to("neuron")
+    data = torch.randn(5, 6)
+    for model, device in ((cpu_model, "cpu"), (neuron_model, "neuron")):
+        opt = make(model.parameters())
+        with config.override(strict=(device == "neuron")):
+            for _ in range(3):
+                opt.zero_grad()
+                model(data.to(device)).pow(2).mean().backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
+                opt.step()
+    for cpu_param, neuron_param in zip(cpu_model.parameters(), neuron_model.parameters(), strict=True):
+        assert torch.equal(neuron_param.detach().cpu(), cpu_param.detach())
+
+
+def test_dropout_draws_the_same_mask_as_cpu_from_the_same_seed():
+    x = torch.ones(64)
+    torch.manual_seed(5)
+    expected = F.dropout(x, 0.5)
+    torch.manual_seed(5)
+    assert torch.equal(F.dropout(x.to("neuron"), 0.5).cpu(), expected)
+
+
+def test_unimplemented_op_falls_back_with_one_warning_and_a_count():
+    x = torch.tensor([3.0, 1.0, 2.0], device="neuron")
+    with pytest.warns(trnsim.torch.FallbackWarning, match=r"aten\.kthvalue"):
+        value = torch.kthvalue(x, 2).values
+    assert value.item() == 2.0 and value.device.type == "neuron"
+    torch.kthvalue(x, 1)
+    assert trnsim.torch.fallback_counts() == {"aten.kthvalue.default": 2}
+
+
+def test_strict_mode_raises_unsupported_naming_the_overload():
+    x = torch.tensor([3.0, 1.0], device="neuron")
+    with config.override(strict=True), pytest.raises(UnsupportedError, match=r"kthvalue\.default") as info:
+        torch.kthvalue(x, 1)
+    assert info.value.what == "aten.kthvalue.default"
+    assert trnsim.torch.fallback_counts() == {}
+
+
+def test_every_family_entry_names_a_real_aten_op():
+    assert len(FAMILIES) > 300
+    assert [name for name in FAMILIES if not hasattr(torch.ops.aten, name)] == []
