@@ -92,3 +92,10 @@ def test_chip_and_instance_lookup_resolve_their_parts():
     assert {c.name for c in hardware.chips()} >= {"Inferentia", "Inferentia2", "Trainium",
                                                     "Trainium2", "Trainium3", "Trainium4"}
     assert len(hardware.instances()) >= 19
+
+
+def test_the_package_docstring_example_runs():
+    import doctest
+
+    result = doctest.testmod(hardware, verbose=False)
+    assert result.attempted >= 3 and result.failed == 0
