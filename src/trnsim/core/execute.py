@@ -66,6 +66,21 @@ class Operands:
         values = self.raw(index)
         return values if values.dtype == F32 else values.astype(F32)
 
+    def f32_reused(self, index: int) -> np.ndarray:
+        """Like `f32`, but upcasts the whole buffer once and reuses it until the buffer is written
+        (matmul operands are read many times per load)."""
+        view = self.inputs[index]
+        buffer = view.storage
+        if view.element is not buffer.dtype or buffer.data.dtype == F32:
+            return self.f32(index)
+        if self.strict:
+            check_initialised(view, self.ins.opcode.value)
+        if buffer.shadow is None:
+            buffer.shadow = buffer.data.astype(F32)
+        size = F32(0).itemsize
+        return np.ndarray(view.shape, F32, buffer.shadow, view.offset * size,
+                          tuple(s * size for s in view.strides))
+
     def value(self, key: str, default=None):
         """A parameter: a Python number, or the fp32 values of the input it refers to."""
         param = self.ins.params.get(key, default)
@@ -111,6 +126,7 @@ def _broadcastable(shape: tuple[int, ...], target: tuple[int, ...]) -> tuple[int
 
 
 def mark_written(view: View) -> None:
+    view.storage.shadow = None
     if view.storage.written is not None:
         view.written_mask()[...] = True
     if view.storage.memory is Memory.PSUM and view.storage.accum is not None:

@@ -57,7 +57,7 @@ def _copy_predicated(ins: Instruction, io: Operands) -> None:
 
 def _contraction_operands(ins: Instruction, io: Operands) -> tuple[np.ndarray, np.ndarray]:
     """Stationary and moving as [K, M] and [K, N] fp32 (double_row folds [K, 2, F] into 2K)."""
-    stationary, moving = io.f32(0), io.f32(1)
+    stationary, moving = io.f32_reused(0), io.f32_reused(1)
     rows = stationary.shape[0]
     if ins.param("perf_mode") == "double_row":
         return stationary.reshape(2 * rows, -1), moving.reshape(2 * rows, -1)

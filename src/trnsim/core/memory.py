@@ -51,13 +51,14 @@ class Buffer:
     """One allocation: HBM tensor, SBUF tile or PSUM tile."""
 
     __slots__ = ("id", "memory", "name", "shape", "dtype", "address_bytes", "row_bytes", "data",
-                 "written", "accum", "region", "__weakref__")
+                 "written", "accum", "region", "shadow", "__weakref__")
 
     def __init__(self, id_: int, memory: Memory, name: str, shape: tuple[int, ...], dtype: DType,
                  address_bytes: int, data: np.ndarray | None, written: np.ndarray | None,
                  region: str = ""):
         self.id = id_
         self.region = region or memory.value  # e.g. "shared_hbm": which HBM space, for NKI
+        self.shadow = None  # fp32 copy of `data` for repeated matmul reads; dropped on every write
         self.memory = memory
         self.name = name
         self.shape = shape

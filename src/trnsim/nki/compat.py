@@ -1,0 +1,115 @@
+"""Opt-in aliases so kernels written for AWS's `nki` package run on trnsim unchanged.
+
+    import trnsim.nki.compat
+    trnsim.nki.compat.enable()        # or: with trnsim.nki.compat.enabled(): ...
+    import nki, nki.language as nl, nki.isa as nisa    # these are trnsim.nki modules now
+
+or from the shell: `trnsim run kernel_script.py`. The aliases cover `nki`, `nki.language`,
+`nki.isa`, `nki.typing` and the old `neuronxcc.nki` paths. They are installed by an import hook
+(no top-level package named `nki` exists in trnsim), and enabling refuses when a real `nki` or
+`neuronxcc` is importable, so a real installation is never shadowed silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+import types
+
+from trnsim.errors import ConfigError
+
+ALIASES = {
+    "nki": "trnsim.nki",
+    "nki.language": "trnsim.nki.language",
+    "nki.isa": "trnsim.nki.isa",
+    "nki.typing": "trnsim.nki.typing",
+    "neuronxcc.nki": "trnsim.nki",
+    "neuronxcc.nki.language": "trnsim.nki.language",
+    "neuronxcc.nki.isa": "trnsim.nki.isa",
+    "neuronxcc.nki.typing": "trnsim.nki.typing",
+}
+_NAMESPACES = ("neuronxcc",)
+
+
+class _AliasLoader(importlib.abc.Loader):
+    def __init__(self, target: str | None):
+        self.target = target
+
+    def create_module(self, spec):
+        if self.target is None:
+            module = types.ModuleType(spec.name, "trnsim stand-in namespace for NKI aliases")
+            module.__path__ = []
+            return module
+        return importlib.import_module(self.target)
+
+    def exec_module(self, module) -> None:
+        """The target module is already executed."""
+
+
+class AliasFinder(importlib.abc.MetaPathFinder):
+    """Resolves the alias names, and only them, to trnsim modules."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname in ALIASES:
+            return importlib.machinery.ModuleSpec(fullname, _AliasLoader(ALIASES[fullname]), is_package=True)
+        if fullname in _NAMESPACES:
+            return importlib.machinery.ModuleSpec(fullname, _AliasLoader(None), is_package=True)
+        return None
+
+
+def _finder() -> AliasFinder | None:
+    return next((f for f in sys.meta_path if isinstance(f, AliasFinder)), None)
+
+
+def _real_installation() -> str | None:
+    """Where a real nki/neuronxcc would be imported from, if one exists."""
+    for name in ("nki", "neuronxcc"):
+        module = sys.modules.get(name)
+        if module is not None and not module.__name__.startswith("trnsim") and name not in _NAMESPACES:
+            return getattr(module, "__file__", name)
+        if module is None:
+            spec = importlib.util.find_spec(name)
+            if spec is not None:
+                return spec.origin or name
+    return None
+
+
+def enable() -> None:
+    """Install the aliases (idempotent). Raises ConfigError if a real nki/neuronxcc is importable."""
+    if _finder() is not None:
+        return
+    real = _real_installation()
+    if real is not None:
+        raise ConfigError(f"a real NKI installation is importable ({real}); trnsim will not shadow it",
+                          hint="use a virtual environment without it, or import trnsim.nki directly")
+    sys.meta_path.insert(0, AliasFinder())
+
+
+def disable() -> None:
+    """Remove the aliases and forget the alias modules."""
+    finder = _finder()
+    if finder is not None:
+        sys.meta_path.remove(finder)
+    for name in list(sys.modules):
+        if name in ALIASES or name in _NAMESPACES:
+            del sys.modules[name]
+
+
+def is_enabled() -> bool:
+    return _finder() is not None
+
+
+@contextlib.contextmanager
+def enabled():
+    """The aliases inside the block only."""
+    was_enabled = is_enabled()
+    enable()
+    try:
+        yield
+    finally:
+        if not was_enabled:
+            disable()
