@@ -70,7 +70,8 @@ def attention(q, k, v, mask):
 @case(lambda: [_randn(4, 7)])
 def activations(x):
     return [F.relu(x), F.gelu(x), F.gelu(x, approximate="tanh"), F.silu(x), torch.sigmoid(x), torch.tanh(x),
-            F.leaky_relu(x), F.elu(x), F.softplus(x), F.hardswish(x), F.softmax(x, -1), F.log_softmax(x, -1)]
+            F.leaky_relu(x), F.elu(x), F.softplus(x), F.hardswish(x), F.mish(x), F.softmax(x, -1),
+            F.log_softmax(x, -1)]
 
 
 @case(lambda: [_randn(6, 5), _index(5, 6), _randn(6, 5)])

@@ -16,7 +16,7 @@ import types
 import torch
 
 from trnsim.torch import attention, autocast
-from trnsim.torch.tensor import CPU, NeuronTensor, unwrap
+from trnsim.torch.tensor import CPU, NeuronTensor, unwrap, unwrap_args, unwrap_kwargs, wrap
 
 NAME = "neuron"
 
@@ -93,6 +93,27 @@ def _copy_from(src, dst, non_blocking=False):
     return dst
 
 
+def _on_buffers(op):
+    """A PrivateUse1 kernel that runs `op` on the buffers (reached only with the Python key off)."""
+
+    def kernel(*args, **kwargs):
+        return wrap(op(*unwrap_args(args, op), **unwrap_kwargs(kwargs, op)))
+
+    return kernel
+
+
+def composite_ops_with_cpu_kernels() -> list[str]:
+    """Ops CPU runs with a kernel of its own but other devices decompose (e.g. silu_backward).
+
+    Registering any PrivateUse1 kernel for them stops the decomposition above the Python key, so
+    __torch_dispatch__ sees the op itself and runs CPU's kernel: results stay bitwise equal.
+    """
+    has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+    return sorted(name.removeprefix("aten::") for name in torch._C._dispatch_get_all_op_names()
+                  if name.startswith("aten::") and has_kernel(name, "CompositeImplicitAutograd")
+                  and has_kernel(name, "CPU"))
+
+
 def factory_overloads() -> list:
     """Every aten overload that takes a `device` and no tensor: only these bypass __torch_dispatch__."""
     found = []
@@ -117,6 +138,10 @@ def register() -> list:
         kernels.impl(op._schema.name + (f".{op._overloadname}" if op._overloadname != "default" else ""),
                      _factory(op), "PrivateUse1")
     kernels.impl("_copy_from", _copy_from, "PrivateUse1")
+    for name in composite_ops_with_cpu_kernels():
+        packet, _, overload = name.partition(".")
+        kernels.impl(name, _on_buffers(getattr(getattr(torch.ops.aten, packet), overload or "default")),
+                     "PrivateUse1")
     attention.register(kernels)
     # Autocast: every op falls through unless trnsim.torch.autocast gives it a casting kernel.
     autocast_fallthrough = torch.library.Library("_", "IMPL")
