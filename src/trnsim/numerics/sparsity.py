@@ -1,0 +1,183 @@
+"""Structured N:M sparsity along the contraction axis (reference §2).
+
+A pattern "m:n" keeps at most m non-zeros in every n consecutive elements along the axis (the
+contraction dim of the stationary / weight operand). Trn2/Trn3 list 4:16 (the default, also
+written "16:4" as n:m), 4:12, 4:8, 2:8, 2:4, 1:4 and 1:2; n is at most 16 [N3][N4][N6].
+Compressed form: the kept values plus a 4-bit position of each within its group; four tags
+pack into one uint16. The tag nibble order is undocumented, so it is a parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from trnsim.errors import FormatError
+
+PATTERNS = ("4:16", "4:12", "4:8", "2:8", "2:4", "1:4", "1:2")  # Trn2/Trn3 hardware list [N3][N6]
+DEFAULT_PATTERN = "4:16"
+TAG_BITS = 4  # one position in a group of up to 16 [N6]
+TAGS_PER_WORD = 4  # four tags per uint16 [N6]
+TAG_ORDERS = ("low_first", "high_first")
+
+
+@dataclass(frozen=True)
+class SparsityPattern:
+    kept: int
+    group: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.kept}:{self.group}"
+
+    @property
+    def compression(self) -> float:
+        return self.group / self.kept
+
+
+def get_pattern(spec=DEFAULT_PATTERN) -> SparsityPattern:
+    """A pattern from "m:n", (m, n) or a SparsityPattern; only the hardware's patterns exist."""
+    if isinstance(spec, SparsityPattern):
+        return spec
+    text = f"{spec[0]}:{spec[1]}" if isinstance(spec, tuple) else str(spec).strip()
+    if text not in PATTERNS:
+        raise FormatError(f"unknown sparsity pattern {spec!r}", hint=f"use one of {', '.join(PATTERNS)}")
+    kept, group = (int(part) for part in text.split(":"))
+    return SparsityPattern(kept, group)
+
+
+def _groups(w: np.ndarray, pattern: SparsityPattern, axis: int) -> tuple[np.ndarray, int]:
+    """View (..., groups, n) with `axis` moved last; FormatError if n does not divide it."""
+    if w.ndim == 0:
+        raise FormatError("a sparsity pattern needs an array with at least one axis")
+    if not -w.ndim <= axis < w.ndim:
+        raise FormatError(f"axis {axis} does not exist in an array of shape {w.shape}")
+    axis %= w.ndim
+    if w.shape[axis] % pattern.group:
+        raise FormatError(f"pattern {pattern.name} needs axis {axis} (length {w.shape[axis]}) to be a "
+                          f"multiple of {pattern.group}", hint="pad the contraction axis")
+    moved = np.moveaxis(w, axis, -1)
+    return moved.reshape(*moved.shape[:-1], -1, pattern.group), axis
+
+
+def _ungroup(groups: np.ndarray, axis: int) -> np.ndarray:
+    return np.moveaxis(groups.reshape(*groups.shape[:-2], -1), -1, axis)
+
+
+def prune(w, pattern=DEFAULT_PATTERN, axis: int = 0) -> np.ndarray:
+    """Keep the `m` largest magnitudes of every group (the earlier one wins a tie); zero the rest."""
+    pattern = get_pattern(pattern)
+    w = np.asarray(w)
+    groups, axis = _groups(w, pattern, axis)
+    order = np.argsort(-np.abs(groups.astype(np.float64)), axis=-1, kind="stable")
+    keep = np.zeros(groups.shape, bool)
+    np.put_along_axis(keep, order[..., :pattern.kept], True, axis=-1)
+    return _ungroup(np.where(keep, groups, np.zeros((), w.dtype)), axis)
+
+
+def find_violations(w, pattern=DEFAULT_PATTERN, axis: int = 0) -> list[tuple[tuple[int, ...], int]]:
+    """Every group with too many non-zeros: (index of its first element in `w`, non-zero count)."""
+    pattern = get_pattern(pattern)
+    w = np.asarray(w)
+    groups, axis = _groups(w, pattern, axis)
+    counts = np.count_nonzero(groups, axis=-1)
+    found = []
+    for where in zip(*np.nonzero(counts > pattern.kept), strict=True):
+        *outer, group = (int(i) for i in where)
+        index = tuple(outer[:axis]) + (group * pattern.group,) + tuple(outer[axis:])
+        found.append((index, int(counts[where])))
+    return found
+
+
+def check_pattern(w, pattern=DEFAULT_PATTERN, axis: int = 0) -> None:
+    """Raise FormatError naming where `w` breaks the pattern (nothing happens if it obeys)."""
+    pattern = get_pattern(pattern)
+    bad = find_violations(w, pattern, axis)
+    if bad:
+        (index, count), more = bad[0], len(bad) - 1
+        raise FormatError(f"not {pattern.name} sparse along axis {axis}: the group starting at index "
+                          f"{index} has {count} non-zeros (at most {pattern.kept} allowed)"
+                          + (f", and {more} more group(s) break it" if more else ""),
+                          hint="prune() first, or choose a denser pattern")
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class SparseArray:
+    """Compressed N:M data: `values` and `positions` (0..n-1 within each group) are the dense
+    array with `axis` shortened by the compression ratio."""
+
+    values: np.ndarray
+    positions: np.ndarray
+    pattern: SparsityPattern
+    axis: int
+    shape: tuple[int, ...]
+
+
+def compress(w, pattern=DEFAULT_PATTERN, axis: int = 0) -> SparseArray:
+    """Values and positions of the kept elements; groups with fewer non-zeros keep some zeros."""
+    pattern = get_pattern(pattern)
+    w = np.asarray(w)
+    check_pattern(w, pattern, axis)
+    groups, axis = _groups(w, pattern, axis)
+    order = np.argsort(groups == 0, axis=-1, kind="stable")[..., :pattern.kept]
+    positions = np.sort(order, axis=-1)
+    values = np.take_along_axis(groups, positions, axis=-1)
+    return SparseArray(values=_ungroup(values, axis), positions=_ungroup(positions.astype(np.uint8), axis),
+                       pattern=pattern, axis=axis, shape=w.shape)
+
+
+def decompress(sparse: SparseArray) -> np.ndarray:
+    """The dense array again (exactly)."""
+    pattern = sparse.pattern
+    values = np.moveaxis(sparse.values, sparse.axis, -1)
+    values = values.reshape(*values.shape[:-1], -1, pattern.kept)
+    positions = np.moveaxis(sparse.positions, sparse.axis, -1).reshape(values.shape).astype(np.intp)
+    dense = np.zeros((*values.shape[:-1], pattern.group), sparse.values.dtype)
+    np.put_along_axis(dense, positions, values, axis=-1)
+    return _ungroup(dense, sparse.axis)
+
+
+def pack_tags(positions, order: str = "low_first") -> np.ndarray:
+    """Four 4-bit positions per uint16 along the last axis (tag 0 in the low nibble by default)."""
+    shifts = _tag_shifts(order)
+    tags = np.asarray(positions).astype(np.uint16)
+    if tags.shape[-1] % TAGS_PER_WORD:
+        raise FormatError(f"tag packing needs a last axis divisible by {TAGS_PER_WORD}, got {tags.shape[-1]}")
+    if tags.size and tags.max() >= 1 << TAG_BITS:
+        raise FormatError(f"a tag of {int(tags.max())} does not fit in {TAG_BITS} bits")
+    grouped = tags.reshape(*tags.shape[:-1], -1, TAGS_PER_WORD)
+    return np.bitwise_or.reduce(grouped << shifts, axis=-1).astype(np.uint16)
+
+
+def unpack_tags(packed, order: str = "low_first") -> np.ndarray:
+    shifts = _tag_shifts(order)
+    words = np.asarray(packed).astype(np.uint16)[..., None]
+    tags = (words >> shifts) & np.uint16((1 << TAG_BITS) - 1)
+    return tags.reshape(*tags.shape[:-2], -1).astype(np.uint8)
+
+
+def _tag_shifts(order: str) -> np.ndarray:
+    if order not in TAG_ORDERS:
+        raise FormatError(f"unknown tag order {order!r}", hint=f"use one of {TAG_ORDERS}")
+    shifts = np.arange(TAGS_PER_WORD, dtype=np.uint16) * TAG_BITS
+    return shifts if order == "low_first" else shifts[::-1].copy()
+
+
+def sparse_matmul(a, sparse: SparseArray, *, max_gather_elements: int = 1 << 24) -> np.ndarray:
+    """a [M, K] @ W [K, N] with W compressed along K (axis 0), in float32, reading only kept values."""
+    a = np.asarray(a, dtype=np.float32)
+    if sparse.axis != 0 or len(sparse.shape) != 2 or a.ndim != 2 or a.shape[1] != sparse.shape[0]:
+        raise FormatError(f"sparse_matmul needs a [M, K] times a [K, N] compressed along axis 0; got "
+                          f"{a.shape} and {sparse.shape} compressed along axis {sparse.axis}")
+    kept, group = sparse.pattern.kept, sparse.pattern.group
+    compressed_rows = sparse.values.shape[0]
+    rows = (np.arange(compressed_rows)[:, None] // kept) * group + sparse.positions.astype(np.intp)
+    values = sparse.values.astype(np.float32)
+    out = np.empty((a.shape[0], sparse.shape[1]), np.float32)
+    step = max(1, max_gather_elements // max(1, a.shape[0] * compressed_rows))
+    for col in range(0, sparse.shape[1], step):
+        cols = slice(col, col + step)
+        gathered = a[:, rows[:, cols]]  # [M, K/CR, cols]
+        out[:, cols] = np.einsum("mkn,kn->mn", gathered, values[:, cols], dtype=np.float32)
+    return out
