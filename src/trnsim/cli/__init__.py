@@ -14,7 +14,7 @@ from trnsim import __version__
 from trnsim.config import current
 from trnsim.errors import TrnsimError
 
-COMMANDS = ["specs", "compare", "run"]
+COMMANDS = ["specs", "compare", "run", "formats"]
 
 
 def build_parser() -> argparse.ArgumentParser:

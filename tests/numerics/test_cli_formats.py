@@ -1,0 +1,26 @@
+"""`trnsim formats`: the table lists every format with figures that come from the format values."""
+
+import json
+
+from trnsim.cli import main
+from trnsim.numerics import FORMATS, MX_FORMATS
+
+
+def test_json_lists_every_format_with_its_figures(capsys):
+    assert main(["formats", "--json", "--mx"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    rows = {row["name"]: row for row in data["formats"]}
+    assert set(rows) == set(FORMATS)
+    assert rows["float8_e4m3"]["max"] == 240 and rows["float8_e4m3"]["inf"] is True
+    assert rows["float8_e4m3fn"]["max"] == 448 and rows["float8_e4m3fn"]["inf"] is False
+    assert rows["float4_e2m1fn"]["min_subnormal"] == 0.5 and rows["float4_e2m1fn"]["nan"] is False
+    assert rows["bfloat16"]["eps"] == 2**-7
+    assert {row["name"] for row in data["mx"]} == set(MX_FORMATS)
+
+
+def test_table_shows_each_format(capsys):
+    assert main(["formats"]) == 0
+    out = capsys.readouterr().out
+    for name in FORMATS:
+        assert name in out
+    assert "57344" in out and "448" in out
