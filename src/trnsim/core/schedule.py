@@ -13,12 +13,11 @@ the same trace can be timed for any generation without re-running the kernel.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
 import numpy as np
 
-from trnsim.core.isa import Engine
+from trnsim.core.isa import MATMUL, Engine
 from trnsim.core.timing import COST, core_spec
 from trnsim.core.trace import Instruction, Trace
 from trnsim.errors import ConfigError
@@ -153,10 +152,7 @@ class _Memory:
 
 
 class _Lanes:
-    """Engine lanes and DMA queues: when each is next free and which instruction ran last.
-
-    Unnamed DMAs take the queue that frees first, found with a heap of (free time, lane).
-    """
+    """Engine lanes and DMA queues: when each is next free and which instruction ran last."""
 
     def __init__(self, core: CoreSpec):
         self.queues = core.dma_queues
@@ -165,7 +161,7 @@ class _Lanes:
         self.engines: list[tuple[Engine, int]] = []
         self.free_s: list[float] = []
         self.last: list[int] = []
-        self.heaps: dict[int, list[tuple[float, int]]] = {}
+        self.dma_lanes: dict[int, list[int]] = {}
 
     def lane(self, engine: Engine, core: int, queue: int | None = None) -> int:
         key = (engine, core, queue)
@@ -178,26 +174,25 @@ class _Lanes:
             self.last.append(-1)
         return lane
 
-    def dma(self, ins: Instruction) -> int:
+    def dma(self, ins: Instruction, ready_s: float) -> int:
+        """The kernel's queue if it named one; else the queue that frees first, unless the
+        transfer waits for its data anyway: then the busiest queue that is free by then, so
+        early-free queues stay open for transfers that are ready now (best fit)."""
         queue = ins.params.get("queue")
-        if queue is not None:
-            if not isinstance(queue, int) or not 0 <= queue < self.queues:
+        if type(queue) is int:  # a named issuing engine ("sync", "gpsimd") picks no queue
+            if not 0 <= queue < self.queues:
                 raise ConfigError(f"{ins}: DMA queue {queue!r} does not exist",
                                   hint=f"this core has queues 0..{self.queues - 1}")
             return self.lane(Engine.DMA, ins.core, queue)
-        heap = self.heaps.get(ins.core)
-        if heap is None:
-            heap = self.heaps[ins.core] = [(0.0, self.lane(Engine.DMA, ins.core, q))
-                                           for q in range(self.queues)]
-        free_s, lane = heapq.heappop(heap)
-        while free_s != self.free_s[lane]:  # a named-queue DMA moved it since: refresh
-            free_s, lane = heapq.heappushpop(heap, (self.free_s[lane], lane))
-        return lane
-
-    def done(self, lane: int, end_s: float, index: int, engine: Engine, core: int) -> None:
-        self.free_s[lane], self.last[lane] = end_s, index
-        if engine is Engine.DMA and core in self.heaps and len(self.heaps[core]) < self.queues:
-            heapq.heappush(self.heaps[core], (end_s, lane))
+        lanes = self.dma_lanes.get(ins.core)
+        if lanes is None:
+            lanes = self.dma_lanes[ins.core] = [self.lane(Engine.DMA, ins.core, q)
+                                                for q in range(self.queues)]
+        free = self.free_s
+        earliest = min(lanes, key=free.__getitem__)
+        if ready_s <= free[earliest]:
+            return earliest
+        return max([lane for lane in lanes if free[lane] <= ready_s], key=free.__getitem__)
 
 
 def schedule(trace: Trace, target: str | CoreSpec | None = None) -> Timeline:
@@ -213,15 +208,18 @@ def schedule(trace: Trace, target: str | CoreSpec | None = None) -> Timeline:
     for index, ins in enumerate(trace):
         ready, blocker, accesses = memory.wait(ins)
         engine = ins.engine
-        lane = lanes.dma(ins) if engine is dma else lanes.lane(engine, ins.core)
+        lane = lanes.dma(ins, ready) if engine is dma else lanes.lane(engine, ins.core)
         start = free[lane]
         if blocker >= 0 and ready >= start:
-            start = ready + sync_s.get(engine, 0.0)
+            # Waiting on another instruction costs a semaphore, except inside a matmul
+            # accumulation group, which the PE array and PSUM pipeline in place.
+            pipelined = ins.opcode in MATMUL and trace[blocker].opcode in MATMUL
+            start = ready if pipelined else ready + sync_s.get(engine, 0.0)
             waited_on.append(blocker)
         else:
             waited_on.append(last[lane])
         end = start + seconds[index]
-        lanes.done(lane, end, index, engine, ins.core)
+        free[lane], last[lane] = end, index
         lane_of.append(lane)
         start_s.append(start)
         end_s.append(end)
