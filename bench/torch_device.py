@@ -1,0 +1,82 @@
+"""Eager training-step time on torch.device("neuron") divided by the same step on CPU (goal <= 1.5).
+
+The model is the GPT of tests/torch/torch_gpt.py at the size of baselines.md row 6 (4 layers,
+d_model 512, 8 heads, sequence 256, batch 8, vocab 8192, AdamW). Steps on the two devices are
+interleaved so drift on a shared machine hits both alike; the medians are compared.
+
+    python bench/torch_device.py [--steps 5] [--d-model 512]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import pathlib
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+import trnsim.torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "torch"))
+from torch_gpt import GPT, batches  # noqa: E402
+
+
+def _stepper(model, device: str, data):
+    """A function that runs one AdamW training step on `device` and returns its seconds."""
+    model.to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    idx, target = (t.to(device) for t in data)
+
+    def step() -> float:
+        start = time.perf_counter()
+        loss = F.cross_entropy(model(idx).flatten(0, 1), target.flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        loss.item()
+        return time.perf_counter() - start
+
+    return step
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--d-model", type=int, default=512)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--seq", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=8)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    model = GPT(vocab=8192, d_model=args.d_model, layers=args.layers, heads=8, seq=args.seq)
+    data = batches(1, batch=args.batch, seq=args.seq, vocab=8192)[0]
+    cpu_step = _stepper(model, "cpu", data)
+    neuron_step = _stepper(copy.deepcopy(model), "neuron", data)
+    cpu_step(), neuron_step()  # warm-up
+    cpu_s, neuron_s = [], []
+    for _ in range(args.steps):
+        cpu_s.append(cpu_step())
+        neuron_s.append(neuron_step())
+    value, baseline = statistics.median(neuron_s), statistics.median(cpu_s)
+    print(json.dumps({
+        "id": "torch_device",
+        "measure": f"eager GPT training step on neuron, median of {args.steps} s (d_model {args.d_model}, "
+                   f"{args.layers} layers, seq {args.seq}, batch {args.batch}, AdamW)",
+        "value": round(value, 4),
+        "baseline": {"name": "same step on CPU torch", "value": round(baseline, 4)},
+        "ratio": round(value / baseline, 3),
+        "goal": "ratio <= 1.5",
+        "fallback_ops": trnsim.torch.fallback_counts(),
+        "machine": {"cpus": os.cpu_count(), "torch": torch.__version__, "numpy": np.__version__},
+    }))
+
+
+if __name__ == "__main__":
+    main()
