@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from trnsim.errors import SpecError
+
 EMPTY: Mapping = MappingProxyType({})
 
 
@@ -75,14 +77,16 @@ WIDTH_CLASSES = frozenset({"default", "bf16", "fp16", "fp8", "mx", "sparse"})
 
 
 class _Spec:
-    """Shared helpers for the spec classes (each has `sources`)."""
+    """Shared helpers for the spec classes (each has `sources`).
+
+    Specs compare and hash by identity (eq=False): the catalog holds one object per entry, so
+    they can key dicts and caches although their mappings are unhashable.
+    """
 
     __slots__ = ()
 
     def source_of(self, name: str) -> Sourced:
         """Provenance of one field, or of one key of a mapping field as "field.key"."""
-        from trnsim.errors import SpecError
-
         try:
             return self.sources[name]
         except KeyError:
@@ -90,7 +94,7 @@ class _Spec:
                             hint=f"sourced fields: {', '.join(sorted(self.sources))}") from None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
 class InstructionCost(_Spec):
     """Cycles of one instruction kind: max(floor_cycles, fixed_cycles + cycles_per_element * N).
 
@@ -106,7 +110,7 @@ class InstructionCost(_Spec):
     sources: Mapping[str, Sourced] = plain("sources")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
 class CostSpec(_Spec):
     """Per-instruction cost constants for the timing model (nki.md §1.3-1.5)."""
 
@@ -128,7 +132,7 @@ class CostSpec(_Spec):
     sources: Mapping[str, Sourced] = plain("sources")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
 class EngineSpec(_Spec):
     """One compute engine of a NeuronCore: clock and data-path width by dtype class."""
 
@@ -143,7 +147,7 @@ class EngineSpec(_Spec):
         return self.elements_per_cycle.get(dtype_class, self.elements_per_cycle["default"])
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
 class CoreSpec(_Spec):
     """A NeuronCore generation (NeuronCore-vN). `partial` cores leave unpublished facts None."""
 
@@ -161,6 +165,7 @@ class CoreSpec(_Spec):
     matmul_max_stationary_free: int = fact("count")
     matmul_max_moving_free: int = fact("count")
     matmul_max_moving_free_bf16_dst: int = fact("count")
+    matmul_max_moving_free_fp32_dst: int = fact("count")
     bn_stats_max_free: int = fact("count")
     dtypes: frozenset[str] = fact("names")
     engines: Mapping[str, EngineSpec] = nested("EngineSpec")
@@ -190,7 +195,7 @@ class CoreSpec(_Spec):
         return self.dma_queues * self.dma_bytes_per_s_per_queue
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
 class ChipSpec(_Spec):
     """A Neuron chip. An `announced` chip holds only ratios to `relative_to`, never measurements."""
 
@@ -215,7 +220,7 @@ class ChipSpec(_Spec):
     sources: Mapping[str, Sourced] = plain("sources")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
 class InstanceSpec(_Spec):
     """An EC2 instance or UltraServer: Neuron (with `chip`) or a GPU instance for comparison."""
 
