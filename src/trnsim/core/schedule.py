@@ -51,6 +51,16 @@ class Timeline:
     def duration_s(self) -> np.ndarray:
         return self.end_s - self.start_s
 
+    def lane_rank(self) -> list[int]:
+        """Display position of each lane: per core, Tensor, Vector, Scalar, GpSimd, DMA queues."""
+        engines = list(Engine)
+        order = sorted(range(len(self.lanes)), key=lambda k: (
+            self.lane_engines[k][1], engines.index(self.lane_engines[k][0]), k))
+        rank = [0] * len(order)
+        for position, lane in enumerate(order):
+            rank[lane] = position
+        return rank
+
     def critical_path(self) -> list[int]:
         """Instruction indices on the longest dependency chain, first to last."""
         if not len(self.end_s):

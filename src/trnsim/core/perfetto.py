@@ -1,0 +1,73 @@
+"""Timelines as Chrome trace-event JSON, which ui.perfetto.dev and chrome://tracing open.
+
+One process per (kernel, target) and one thread (track) per engine and per DMA queue; each
+instruction is a complete event ("ph": "X") with its start and duration in microseconds, its
+opcode as the name and its kernel line in `args`.
+
+    >>> write_chrome_trace({"trn1": timeline}, "kernel.json")
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+from trnsim.core.schedule import Timeline
+
+_US_PER_S = 1e6
+
+
+def _metadata(pid: int, tid: int | None, name: str, value: str) -> dict:
+    event = {"name": name, "ph": "M", "pid": pid, "args": {"name": value}}
+    if tid is not None:
+        event["tid"] = tid
+    return event
+
+
+def trace_events(timeline: Timeline, pid: int, label: str) -> list[dict]:
+    """The events of one timeline: track names first, then one "X" event per instruction."""
+    events = [_metadata(pid, None, "process_name", label)]
+    for tid, (lane, rank) in enumerate(zip(timeline.lanes, timeline.lane_rank(), strict=True)):
+        events.append(_metadata(pid, tid, "thread_name", lane))
+        events.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
+                       "args": {"sort_index": rank}})
+    starts = (timeline.start_s * _US_PER_S).tolist()
+    durations = (timeline.duration_s * _US_PER_S).tolist()
+    lanes = timeline.lane.tolist()
+    for index, ins in enumerate(timeline.trace):
+        events.append({"name": ins.opcode.value, "cat": ins.engine.value, "ph": "X",
+                       "ts": starts[index], "dur": durations[index], "pid": pid,
+                       "tid": lanes[index],
+                       "args": {"index": index, "where": str(ins.where) if ins.where else ""}})
+    return events
+
+
+def chrome_trace(timelines: Mapping[str, Timeline]) -> dict:
+    """A trace-event document with one process per labelled timeline."""
+    events: list[dict] = []
+    for pid, (label, timeline) in enumerate(timelines.items(), start=1):
+        events.extend(trace_events(timeline, pid, label))
+    return {"traceEvents": events, "displayTimeUnit": "ns"}
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write `text` to a temporary file beside `path`, then rename: never a half-written file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_chrome_trace(timelines: Mapping[str, Timeline], path: str | Path) -> Path:
+    """Write the trace-event JSON of `timelines` (label -> timeline) to `path`."""
+    return write_atomic(path, json.dumps(chrome_trace(timelines), separators=(",", ":")))

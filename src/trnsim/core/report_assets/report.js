@@ -1,0 +1,96 @@
+// Timeline of a trnsim report: one canvas per target, one row per engine or DMA queue,
+// one bar per instruction (at least one pixel wide). Data: a JSON block named by data-src.
+const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
+  "#ff9da7", "#9c755f", "#bab0ac", "#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#8c564b"];
+const ROW = 18;
+const LEFT = 110;
+const tip = document.getElementById("tip");
+
+function drawRows(c, g, width) {
+  c.data.lanes.forEach((name, k) => {
+    g.fillStyle = k % 2 ? "#fafafa" : "#f0f0f0";
+    g.fillRect(LEFT, k * ROW, width, ROW);
+    g.fillStyle = "#222";
+    g.fillText(name, 4, k * ROW + 13);
+  });
+}
+
+function drawBars(c, g, width) {
+  const d = c.data, span = c.t1 - c.t0;
+  for (let i = 0; i < d.lane.length; i++) {
+    const start = d.start[i], end = start + d.dur[i];
+    if (end < c.t0 || start > c.t1) continue;
+    const x = Math.max(LEFT, LEFT + (start - c.t0) / span * width);
+    const x2 = Math.min(c.width, LEFT + (end - c.t0) / span * width);
+    const barWidth = x2 - x > 3 ? x2 - x - 1 : Math.max(1, x2 - x);  // a gap between neighbours
+    g.fillStyle = PALETTE[d.op[i] % PALETTE.length];
+    g.fillRect(x, d.lane[i] * ROW + 2, barWidth, ROW - 4);
+  }
+}
+
+function draw(c) {
+  const g = c.getContext("2d"), width = c.width - LEFT;
+  g.fillStyle = "#fff";
+  g.fillRect(0, 0, c.width, c.height);
+  g.font = "11px sans-serif";
+  drawRows(c, g, width);
+  drawBars(c, g, width);
+  g.fillStyle = "#222";
+  g.fillText((c.t0 / 1e3).toFixed(2) + " us", LEFT + 2, c.height - 4);
+  const right = (c.t1 / 1e3).toFixed(2) + " us";
+  g.fillText(right, c.width - g.measureText(right).width - 4, c.height - 4);
+}
+
+function pointAt(c, ev) {
+  const box = c.getBoundingClientRect(), x = ev.clientX - box.left, y = ev.clientY - box.top;
+  return { t: c.t0 + (x - LEFT) / (c.width - LEFT) * (c.t1 - c.t0), lane: Math.floor(y / ROW) };
+}
+
+function hover(c, ev) {
+  const p = pointAt(c, ev), d = c.data, slack = (c.t1 - c.t0) / (c.width - LEFT) * 2;
+  let found = -1;
+  for (let i = 0; i < d.lane.length && found < 0; i++) {
+    if (d.lane[i] === p.lane && d.start[i] - slack <= p.t && p.t <= d.start[i] + d.dur[i] + slack) {
+      found = i;
+    }
+  }
+  if (found < 0) { tip.style.display = "none"; return; }
+  tip.textContent = `${d.ops[d.op[found]]} #${found}  ${(d.dur[found] / 1e3).toFixed(3)} us  ` +
+    d.wheres[d.where[found]];
+  tip.style.left = (ev.clientX + 12) + "px";
+  tip.style.top = (ev.clientY + 12) + "px";
+  tip.style.display = "block";
+}
+
+function reset(c) {
+  c.t0 = 0;
+  c.t1 = Math.max(1, c.data.end);
+  draw(c);
+}
+
+function setup(c) {
+  c.data = JSON.parse(document.getElementById(c.dataset.src).textContent);
+  c.height = c.data.lanes.length * ROW + 16;
+  let drag = null;
+  c.addEventListener("wheel", ev => {
+    ev.preventDefault();
+    const p = pointAt(c, ev), factor = ev.deltaY > 0 ? 1.25 : 0.8;
+    c.t0 = p.t - (p.t - c.t0) * factor;
+    c.t1 = p.t + (c.t1 - p.t) * factor;
+    draw(c);
+  });
+  c.addEventListener("mousedown", ev => { drag = { x: ev.clientX, t0: c.t0, t1: c.t1 }; });
+  window.addEventListener("mouseup", () => { drag = null; });
+  c.addEventListener("mousemove", ev => {
+    if (!drag) { hover(c, ev); return; }
+    const shift = (ev.clientX - drag.x) / (c.width - LEFT) * (drag.t1 - drag.t0);
+    c.t0 = drag.t0 - shift;
+    c.t1 = drag.t1 - shift;
+    draw(c);
+  });
+  c.addEventListener("dblclick", () => reset(c));
+  c.addEventListener("mouseleave", () => { tip.style.display = "none"; });
+  reset(c);
+}
+
+document.querySelectorAll("canvas[data-src]").forEach(setup);
