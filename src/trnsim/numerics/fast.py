@@ -54,9 +54,16 @@ def nearest(x32: np.ndarray, fmt: FloatFormat, saturate: bool) -> np.ndarray:
     if saturate:
         x32 = np.clip(x32, -fmt.max, fmt.max)
     if fmt.name in _ASTYPE_EXACT:
-        # Overflow to Inf is the format's own rule here, not an accident worth a warning.
-        with np.errstate(over="ignore", invalid="ignore"):
-            return x32.astype(fmt.numpy_dtype)
+        flat = np.ascontiguousarray(x32).reshape(-1)
+        out = np.empty(flat.size, fmt.numpy_dtype)
+
+        def run_span(start: int) -> None:
+            # Overflow to Inf is the format's own rule here, not an accident worth a warning.
+            with np.errstate(over="ignore", invalid="ignore"):
+                np.copyto(out[start:start + _SPAN], flat[start:start + _SPAN], casting="unsafe")
+
+        _in_spans(flat.size, run_span)
+        return out.reshape(x32.shape)
     bits = np.ascontiguousarray(x32).reshape(-1).view(np.uint32)
     table = _rne_table(fmt)
     shift = 22 - fmt.mantissa_bits
@@ -122,17 +129,23 @@ def stochastic(x32: np.ndarray, fmt: FloatFormat, rng: np.random.Generator, satu
         stop = min(start + _SPAN, flat.size)
         _stochastic_span(flat[start:stop], out[start:stop], fmt, table, span_rng, saturate)
 
-    starts = range(0, flat.size, _SPAN)
-    if len(starts) <= 1:
-        for start in starts:
-            run_span(start)
-    else:
-        with ThreadPoolExecutor(max_workers=min(len(starts), os.cpu_count() or 1)) as pool:
-            list(pool.map(run_span, starts))
+    _in_spans(flat.size, run_span)
     return _finish(out, fmt, x32.shape)
 
 
-_SPAN = 1 << 20  # elements per independently seeded span (a thread's unit of work)
+_SPAN = 1 << 20  # elements per span: a thread's unit of work, independently seeded for SR
+
+
+def _in_spans(size: int, run_span) -> None:
+    """Call run_span(start) for every span; on threads when there is more than one (numpy
+    releases the GIL inside its loops, so spans run in parallel)."""
+    starts = range(0, size, _SPAN)
+    if len(starts) <= 1:
+        for start in starts:
+            run_span(start)
+        return
+    with ThreadPoolExecutor(max_workers=min(len(starts), os.cpu_count() or 1)) as pool:
+        list(pool.map(run_span, starts))
 
 
 def _stochastic_span(flat, out, fmt: FloatFormat, table, rng: np.random.Generator, saturate: bool) -> None:
