@@ -35,7 +35,7 @@ def check(ins: Instruction, core) -> None:
         _check_partitions(ins, region, core)
         if region.dtype not in core.dtypes:
             _fail(DTypeError, ins, f"dtype {region.dtype} of {region.name!r} is not available on "
-                  f"{core.name} (generation {core.generation})", hint="cast to a dtype the target has")
+                  f"{_describe(core)}", hint="cast to a dtype the target has")
     if ins.opcode in SAME_PARTITIONS and ins.inputs and ins.outputs:
         src, dst = ins.inputs[0], ins.outputs[0]
         if src.partition_count != dst.partition_count:
@@ -45,6 +45,12 @@ def check(ins: Instruction, core) -> None:
     rule = CHECK.get(ins.opcode)
     if rule is not None:
         rule(ins, core)
+
+
+def _describe(core) -> str:
+    """e.g. 'NeuronCore-v3 (trn2, generation 3)'."""
+    names = ", ".join(core.aliases)
+    return f"{core.name} ({names + ', ' if names else ''}generation {core.generation})"
 
 
 def _check_partitions(ins: Instruction, region: Region, core) -> None:

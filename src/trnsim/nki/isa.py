@@ -114,7 +114,7 @@ class _Inputs(list):
 
 def _issue(opcode: Opcode, dst, srcs, params, engine_choice=None, name=None):
     backend.issue(opcode, dst, tuple(srcs), params, engine_choice, name or "")
-    return dst
+    return dst[0] if isinstance(dst, tuple) else dst
 
 
 # --- data movement -------------------------------------------------------------------------------
