@@ -94,9 +94,17 @@ def test_unknown_name_is_one_line_with_close_matches(capsys):
     assert "did you mean" in err and "Trainium2" in err
 
 
-def test_compare_rejects_a_core_generation(capsys):
-    code, _, err = run_cli(capsys, "compare", "trn2.48xlarge", "gen3")
-    assert code == 2 and "names a NeuronCore generation" in err
+@pytest.mark.parametrize("name", ["gen3", "nki-isa-2.26"])
+def test_compare_rejects_a_core_generation_or_cost_table(capsys, name):
+    code, _, err = run_cli(capsys, "compare", "trn2.48xlarge", name)
+    assert code == 2 and err.startswith(f"trnsim: error: '{name}' names a NeuronCore generation")
+
+
+def test_specs_shows_a_cost_table(capsys):
+    code, out, _ = run_cli(capsys, "specs", "nki-isa-2.26", "--json")
+    [table] = json.loads(out)
+    assert code == 0 and table["kind"] == "cost_table"
+    assert table["facts"]["instructions.iota.fixed_cycles"]["value"] == 150
 
 
 @pytest.mark.parametrize(("old", "new", "message"), [

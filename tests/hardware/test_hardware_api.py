@@ -39,6 +39,7 @@ def test_generation_differences_come_from_the_data():
     assert trn1.dma_fixed_latency_s == pytest.approx(1.3e-6)
     assert trn2.dma_dge_instruction_s == pytest.approx(600e-9)
     assert trn3.matmul_max_moving_free_bf16_dst == 8192 and trn2.matmul_max_moving_free_bf16_dst == 512
+    assert trn3.matmul_max_moving_free_fp32_dst == 4096 and trn2.matmul_max_moving_free_fp32_dst == 512
     assert "float8_e4m3fn" in trn3.dtypes and "float8_e4m3fn" not in trn2.dtypes
     assert "float4_e2m1fn_x4" in trn3.dtypes and "float4_e2m1fn_x4" not in trn1.dtypes
     assert {"bfloat16", "float32", "float8_e5m2"} <= trn1.dtypes

@@ -2,10 +2,11 @@
 
 The rule, kept simple so a failure is easy to act on. A numeric literal in a .py file outside
 src/trnsim/hardware/ is flagged when
-  1. it equals a figure of the hardware catalog (in SI units) that is distinctive: magnitude at
-     least 1000, or a fraction below 1e-3 (1.3e-6 s), and not a power of ten nor 1024, the KiB
-     factor (2048, 196608, 2.8e9, 1.3e-6 are flagged; 128, 64, 0.5 and 4 are too common to mean
-     hardware); or
+  1. it equals a figure of the hardware catalog (in SI units) that is distinctive: neither a
+     power of ten nor a power of two, and either of magnitude at least 1000, below 1e-3, or a
+     fraction with three or more significant digits (196608, 2.8e9, 17e9, 1.3e-6, 35.76 and 0.425
+     are flagged). Small numbers (128, 64, 0.5, 0.9) and powers of two (1024, 2048, 16384) are too
+     common as unit factors and software tile sizes to mean hardware by their value alone; or
   2. it lies between 1e6 and 1e18 — the range of clocks, bandwidths, sizes and flops — and is not
      a power of ten or 2**k (+-1), which are unit conversions and integer limits.
 Hex, octal and binary literals are bit patterns, not measurements, and are skipped. The fix for
@@ -32,9 +33,11 @@ def _power_of(base: int, value: float) -> bool:
 
 def _distinctive(value: float) -> bool:
     magnitude = abs(value)
-    if magnitude == 1024 or _power_of(10, magnitude):
+    if _power_of(10, magnitude) or _power_of(2, magnitude):
         return False
-    return magnitude >= 1000 or 0 < magnitude < 1e-3
+    fraction_digits = len(repr(magnitude).replace(".", "").strip("0"))
+    precise_fraction = not magnitude.is_integer() and fraction_digits >= 3
+    return magnitude >= 1000 or 0 < magnitude < 1e-3 or precise_fraction
 
 
 def catalog_figures() -> set[float]:
@@ -89,9 +92,9 @@ def test_the_scan_catches_planted_figures(tmp_path):
     (package / "core").mkdir(parents=True)
     (package / "hardware").mkdir()
     (package / "core" / "timing.py").write_text(
-        "CLOCK_HZ = 2.8e9\nSBUF = 196_608\nLAT = 1.3e-6\nBANK = 2048\nBW = 17e9\n"
-        "OK = (128, 64, 0.5, 1024, 10**9, 1e12, 2**31 - 1, 0xFFFF)\n")
+        "CLOCK_HZ = 2.8e9\nSBUF = 196_608\nLAT = 1.3e-6\nPRICE = 35.76\nBW = 17e9\n"
+        "OK = (128, 64, 0.5, 0.9, 1024, 2048, 10**9, 1e12, 2**31 - 1, 0xFFFF)\n")
     (package / "hardware" / "data.py").write_text("CLOCK_HZ = 2.8e9\n")
     flagged = offending_literals(package)
-    assert [item.split(": ")[1] for item in flagged] == ["2.8e9", "196_608", "1.3e-6", "2048", "17e9"]
+    assert [item.split(": ")[1] for item in flagged] == ["2.8e9", "196_608", "1.3e-6", "35.76", "17e9"]
     assert all(item.startswith("trnsim/core/timing.py:") for item in flagged)

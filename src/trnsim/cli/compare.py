@@ -23,10 +23,11 @@ from trnsim.hardware.derived import FIGURES, Figure, figures
 
 
 def resolve(catalog, name: str):
-    """An instance if the name is one, else a chip; a core cannot be priced or compared here."""
-    found = [spec for spec in catalog.find(name) if not isinstance(spec, hardware.CoreSpec)]
+    """An instance if the name is one, else a chip; cores and cost tables are not compared here."""
+    comparable = hardware.InstanceSpec | hardware.ChipSpec
+    found = [spec for spec in catalog.find(name) if isinstance(spec, comparable)]
     if not found:
-        raise SpecError(f"{name!r} names a NeuronCore generation, not a chip or instance",
+        raise SpecError(f"{name!r} names a NeuronCore generation or cost table, not a chip or instance",
                         hint="compare chips (trn2) or instances (trn2.48xlarge)")
     return found[0]
 

@@ -70,7 +70,7 @@ def title_of(spec) -> str:
     """The entry's name with its status: announced entries are never shown as measured."""
     if getattr(spec, "announced", False):
         return f"{spec.name} (announced)"
-    return f"{spec.name} (partial)" if spec.partial else spec.name
+    return f"{spec.name} (partial)" if getattr(spec, "partial", False) else spec.name
 
 
 def cell(row: Row | None, notes: SourceNotes) -> str:

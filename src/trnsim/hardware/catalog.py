@@ -60,8 +60,8 @@ class Catalog:
         return list(dict.fromkeys(self.index[kind][c] for c in close))
 
     def find(self, name: str) -> list[object]:
-        """Every instance, chip and core that `name` names (e.g. "trn2" is a chip and a core)."""
-        kinds = ("instance", "chip", "core")
+        """Every instance, chip, core and cost table `name` names ("trn2" is a chip and a core)."""
+        kinds = ("instance", "chip", "core", "cost_table")
         found = [self.get(kind, name) for kind in kinds if normalize(name) in self.index[kind]]
         if not found:
             close = list(dict.fromkeys(c for kind in kinds for c in self.close_matches(kind, name)))[:5]
