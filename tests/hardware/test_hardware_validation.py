@@ -46,6 +46,11 @@ def test_negative_bandwidth_is_named(data):
     assert load_error(data) == "chips.toml: [Trainium2] hbm_bytes_per_s: must be positive, got -2.9"
 
 
+def test_not_a_number_is_named(data):
+    corrupt(data, "chips.toml", 'hbm_bytes_per_s = { value = 2.9,', 'hbm_bytes_per_s = { value = nan,')
+    assert load_error(data) == "chips.toml: [Trainium2] hbm_bytes_per_s: must be a finite number, got nan"
+
+
 def test_missing_source_is_named(data):
     corrupt(data, "cores.toml", 'psum_banks = { value = 8, source = "nki.md §1.1 [S10]" }',
             'psum_banks = { value = 8 }')

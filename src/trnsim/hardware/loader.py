@@ -6,6 +6,7 @@ Every complaint is a SpecError naming the file, the entry, the field and what is
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -57,6 +58,8 @@ def _number(raw: object, unit: str | None, dimension: str, where: Where) -> tupl
     """SI value of a numeric figure, checked for type, unit, sign and integrality."""
     if isinstance(raw, bool) or not isinstance(raw, int | float):
         raise where.fail(f"expected a number, got {type(raw).__name__} {raw!r}")
+    if not math.isfinite(raw):
+        raise where.fail(f"must be a finite number, got {raw}")
     written = ""
     value: object = raw
     if unit is not None:
