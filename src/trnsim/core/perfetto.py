@@ -53,6 +53,12 @@ def chrome_trace(timelines: Mapping[str, Timeline]) -> dict:
     return {"traceEvents": events, "displayTimeUnit": "ns"}
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: str | Path, text: str) -> Path:
     """Write `text` to a temporary file beside `path`, then rename: never a half-written file."""
     path = Path(path)
@@ -61,6 +67,7 @@ def write_atomic(path: str | Path, text: str) -> Path:
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
+        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
