@@ -1,8 +1,8 @@
 """The hardware catalog: load the data files once, then look entries up by forgiving names.
 
-Names match case-insensitively and ignoring spaces, '-' and '_' ("Trainium2", "trn2", "TRN-2"
-do not all match, but "trainium2" and "Trainium 2" do); each entry also lists its aliases.
-An unknown name raises SpecError with the closest known names.
+Names match case-insensitively, ignoring spaces, '-' and '_' ("trainium 2" and "TRAINIUM-2" find
+"Trainium2"), and each entry lists aliases ("trn2"). An unknown name raises SpecError with the
+closest known names.
 """
 
 from __future__ import annotations
