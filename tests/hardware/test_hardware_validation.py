@@ -5,9 +5,12 @@ Each test corrupts a copy of the real data directory (tmp_path), never the check
 
 import re
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trnsim import SpecError, hardware
 from trnsim.hardware.catalog import DATA_DIR
@@ -132,3 +135,22 @@ def test_toml_syntax_error_names_the_file(data):
 def test_missing_file_is_named(data):
     (data / "instances.toml").unlink()
     assert "instances.toml is missing" in load_error(data)
+
+
+NUMERIC_VALUE = re.compile(r"value = -?[0-9][0-9_.e+-]*")
+BAD_VALUES = ["-1", "-0.5", '"many"', "true", "[1, 2]", "nan", "-inf", "{ x = 1 }"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(file=st.sampled_from(["cores.toml", "chips.toml", "instances.toml", "costs.toml"]),
+       pick=st.integers(min_value=0), bad=st.sampled_from(BAD_VALUES))
+def test_any_bad_figure_gives_a_spec_error_naming_the_file_and_entry(file, pick, bad):
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "data"
+        shutil.copytree(DATA_DIR, data)
+        text = (data / file).read_text()
+        matches = list(NUMERIC_VALUE.finditer(text))
+        match = matches[pick % len(matches)]
+        (data / file).write_text(f"{text[:match.start()]}value = {bad}{text[match.end():]}")
+        message = load_error(data)
+    assert message.startswith(f"{file}: [")
