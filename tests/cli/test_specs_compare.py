@@ -73,6 +73,11 @@ def test_specs_detail_with_sources_shows_the_alternatives(capsys):
     assert "3.0 TB/s (nki.md §1.1" in out
 
 
+def test_bracketed_source_keys_are_printed_not_read_as_markup(capsys):
+    out = run_cli(capsys, "specs", "v3", "--sources")[1]
+    assert "nki.md §1.3 [isa stub nc_matmul]" in out and "[SDK-2.26]" in out
+
+
 def test_specs_json_for_a_core_alias(capsys):
     code, out, _ = run_cli(capsys, "specs", "v3", "--json")
     [core] = json.loads(out)

@@ -17,7 +17,7 @@ import json
 from rich.table import Table
 
 from trnsim import hardware
-from trnsim.cli.specs import SourceNotes, add_common_options, catalog_of, console, title_of
+from trnsim.cli.specs import SourceNotes, add_common_options, add_plain_row, catalog_of, console, title_of
 from trnsim.errors import SpecError
 from trnsim.hardware.derived import FIGURES, Figure, figures
 
@@ -59,7 +59,7 @@ def compare_table(specs, notes: SourceNotes) -> Table:
         table.add_column(title_of(spec), justify="right")
     all_figures = [figures(spec) for spec in specs]
     for key, rule in FIGURES.items():
-        table.add_row(rule.label, rule.unit, *(figure_cell(f[key], notes) for f in all_figures))
+        add_plain_row(table, rule.label, rule.unit, *(figure_cell(f[key], notes) for f in all_figures))
     return table
 
 

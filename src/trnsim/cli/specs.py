@@ -15,6 +15,7 @@ import sys
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from trnsim import hardware
 from trnsim.hardware.catalog import Catalog, default_catalog
@@ -36,6 +37,11 @@ SUMMARY = {
                  ("HBM", "hbm_bytes"), ("HBM BW", "hbm_bytes_per_s"), ("Network", "network_bytes_per_s"),
                  ("On-demand", "usd_per_hour")),
 }
+
+
+def add_plain_row(table: Table, *cells: str) -> None:
+    """Add a row whose text is shown as is: sources like "[isa stub]" must not be read as markup."""
+    table.add_row(*(Text(text) for text in cells))
 
 
 def console() -> Console:
@@ -87,7 +93,7 @@ def summary_table(kind: str, specs, notes: SourceNotes) -> Table:
         table.add_column(header)
     for spec in specs:
         cells = row_map(spec)
-        table.add_row(title_of(spec), *(cell(cells.get(path), notes) for _, path in SUMMARY[kind]))
+        add_plain_row(table, title_of(spec), *(cell(cells.get(path), notes) for _, path in SUMMARY[kind]))
     return table
 
 
@@ -102,12 +108,12 @@ def provenance(sourced) -> tuple[str, str]:
 
 
 def detail_table(spec, notes: SourceNotes) -> Table:
-    table = Table(title=f"{KIND_OF[type(spec)]} {title_of(spec)}", title_justify="left")
+    table = Table(title=Text(f"{KIND_OF[type(spec)]} {title_of(spec)}"), title_justify="left")
     for header in ("Field", "Value", *(("Source", "Other sources") if notes.enabled else ())):
         table.add_column(header, overflow="fold")
     for row in rows(spec):
         extra = provenance(row.sourced) if notes.enabled else ()
-        table.add_row(row.path, cell(row, SourceNotes(False)), *extra)
+        add_plain_row(table, row.path, cell(row, SourceNotes(False)), *extra)
     return table
 
 
