@@ -1,0 +1,148 @@
+"""The scheduler: engine order, memory dependencies, DMA queues, re-timing across generations."""
+
+import pytest
+from timing_builders import compute_bound_trace, dma_bound_trace, instr, load, matmul, region
+
+from trnsim import hardware
+from trnsim.core.isa import Engine, Memory, Opcode
+from trnsim.core.schedule import latency_s, schedule
+from trnsim.core.timing import instruction_seconds
+from trnsim.core.trace import Trace
+from trnsim.errors import ConfigError
+
+SBUF, PSUM, HBM = Memory.SBUF, Memory.PSUM, Memory.HBM
+
+
+def _copy(dst, src, engine=Engine.VECTOR):
+    return instr(Opcode.TENSOR_COPY, engine, [dst], [src])
+
+
+def _buffer_regions(buffer: int, count: int = 2, free: int = 512):
+    return [region(SBUF, free, buffer=buffer, offset=i * free) for i in range(count)]
+
+
+def test_one_engine_runs_its_instructions_in_program_order():
+    a, b = _copy(region(SBUF, 512), region(SBUF, 512)), _copy(region(SBUF, 512), region(SBUF, 512))
+    timeline = schedule(Trace("trn1", [a, b]), "trn1")
+    assert timeline.start_s.tolist() == [0.0, timeline.end_s[0]]
+
+
+def test_independent_instructions_on_different_engines_overlap():
+    a = _copy(region(SBUF, 512), region(SBUF, 512), Engine.VECTOR)
+    b = instr(Opcode.ACTIVATION, Engine.SCALAR, [region(SBUF, 512)], [region(SBUF, 512)])
+    timeline = schedule(Trace("trn1", [a, b]), "trn1")
+    assert timeline.start_s.tolist() == [0.0, 0.0]
+
+
+def test_read_after_write_waits_for_the_writer_plus_the_semaphore():
+    tile = region(SBUF, 512)
+    core = hardware.core("trn1")
+    trace = Trace("trn1", [load(tile, region(HBM, 512)), _copy(region(SBUF, 512), tile)])
+    timeline = schedule(trace, core)
+    semaphore_s = core.costs.static_overhead_cycles / core.engines["vector"].clock_hz
+    assert timeline.start_s[1] == pytest.approx(timeline.end_s[0] + semaphore_s)
+    assert timeline.waited_on[1] == 0
+
+
+def test_write_after_read_waits_for_the_reader():
+    tile = region(SBUF, 4096)
+    slow_reader = _copy(region(SBUF, 4096), tile)
+    overwrite = instr(Opcode.ACTIVATION, Engine.SCALAR, [tile], [region(SBUF, 64)])
+    timeline = schedule(Trace("trn1", [slow_reader, overwrite]), "trn1")
+    assert timeline.start_s[1] >= timeline.end_s[0]
+
+
+def test_write_after_write_keeps_the_order_of_two_writers():
+    tile = region(SBUF, 4096)
+    first = _copy(tile, region(SBUF, 4096))
+    second = instr(Opcode.ACTIVATION, Engine.SCALAR, [tile], [region(SBUF, 64)])
+    timeline = schedule(Trace("trn1", [first, second]), "trn1")
+    assert timeline.start_s[1] >= timeline.end_s[0]
+
+
+def test_disjoint_parts_of_one_allocation_do_not_depend_on_each_other():
+    left, right = _buffer_regions(buffer=77)
+    writer = _copy(left, region(SBUF, 512), Engine.VECTOR)
+    reader = instr(Opcode.ACTIVATION, Engine.SCALAR, [region(SBUF, 512)], [right])
+    timeline = schedule(Trace("trn1", [writer, reader]), "trn1")
+    assert timeline.start_s[1] == 0.0
+
+
+def test_disjoint_partitions_of_one_allocation_do_not_depend_on_each_other():
+    top = region(SBUF, 512, partitions=64, buffer=78)
+    bottom = region(SBUF, 512, partitions=64, partition_start=64, buffer=78)
+    writer = _copy(top, region(SBUF, 512, partitions=64), Engine.VECTOR)
+    reader = instr(Opcode.ACTIVATION, Engine.SCALAR, [region(SBUF, 512, partitions=64)], [bottom])
+    assert schedule(Trace("trn1", [writer, reader]), "trn1").start_s[1] == 0.0
+
+
+def test_dmas_spread_over_the_queues_and_the_next_one_waits_for_a_free_queue():
+    core = hardware.core("trn2")
+    loads = [load(region(SBUF, 2048), region(HBM, 2048)) for _ in range(core.dma_queues + 1)]
+    timeline = schedule(Trace("trn2", loads), core)
+    assert (timeline.start_s[:-1] == 0.0).all()
+    assert len(set(timeline.lane[:-1].tolist())) == core.dma_queues
+    assert timeline.start_s[-1] == pytest.approx(timeline.end_s[0])
+
+
+def test_a_named_queue_is_used_and_a_missing_one_is_refused():
+    pinned = [load(region(SBUF, 2048), region(HBM, 2048), queue=3) for _ in range(2)]
+    timeline = schedule(Trace("trn1", pinned), "trn1")
+    assert [timeline.lanes[k] for k in timeline.lane] == ["dma3", "dma3"]
+    assert timeline.start_s[1] == pytest.approx(timeline.end_s[0])
+    with pytest.raises(ConfigError, match="queue 99"):
+        schedule(Trace("trn1", [load(region(SBUF, 64), region(HBM, 64), queue=99)]), "trn1")
+
+
+def test_a_store_that_waits_for_data_leaves_the_first_free_queue_to_a_ready_load():
+    busy = [load(region(SBUF, 2048 + 64 * q), region(HBM, 2048 + 64 * q)) for q in range(16)]
+    tile = region(SBUF, 65536)
+    compute = _copy(tile, region(SBUF, 65536))  # ends after every one of the loads
+    store = load(region(HBM, 65536), tile)
+    ready = load(region(SBUF, 2048), region(HBM, 2048))
+    timeline = schedule(Trace("trn1", [*busy, compute, store, ready]), "trn1")
+    assert timeline.end_s[15] < timeline.end_s[16]
+    assert timeline.start_s[-1] == pytest.approx(timeline.end_s[0])  # the queue that freed first
+    assert timeline.lane[-2] == timeline.lane[15]  # the store took the queue free last
+
+
+def test_accumulating_matmuls_issue_back_to_back():
+    acc = region(PSUM, 512, dtype="float32")
+    lhs, rhs = region(SBUF, 128), region(SBUF, 512)
+    trace = Trace("trn1", [matmul(acc, lhs, rhs) for _ in range(4)])
+    timeline = schedule(trace, "trn1")
+    each = instruction_seconds(trace[0], "trn1")
+    assert timeline.latency_s == pytest.approx(4 * each)
+
+
+def test_the_critical_path_runs_from_the_first_to_the_last_instruction_of_a_chain():
+    timeline = schedule(compute_bound_trace(tiles=8), "trn1")
+    path = timeline.critical_path()
+    assert path[-1] == len(timeline.trace) - 1
+    assert timeline.end_s[path[-1]] == timeline.latency_s
+    pairs = zip(path[:-1], path[1:], strict=True)
+    assert all(timeline.start_s[b] >= timeline.end_s[a] - 1e-15 for a, b in pairs)
+
+
+def test_compute_bound_kernels_follow_the_tensor_engine_clock():
+    trace = compute_bound_trace(tiles=2048)
+    times = {target: latency_s(trace, target) for target in ("trn1", "trn2", "trn3")}
+    clocks = {t: hardware.core(t).engines["tensor"].clock_hz for t in times}
+    # NC-v2 clocks its PE array at 2.8 GHz, NC-v3/v4 at 2.4 GHz: trn1 is the fastest here
+    assert times["trn1"] < times["trn2"]
+    assert times["trn2"] / times["trn1"] == pytest.approx(clocks["trn1"] / clocks["trn2"], rel=0.05)
+    assert times["trn3"] == pytest.approx(times["trn2"], rel=0.05)
+
+
+def test_dma_bound_kernels_follow_the_dma_queue_rate():
+    trace = dma_bound_trace(tiles=256)
+    times = {target: latency_s(trace, target) for target in ("trn1", "trn2", "trn3")}
+    assert times["trn1"] > times["trn2"] > times["trn3"]
+    rates = {t: hardware.core(t).dma_bytes_per_s_per_queue for t in times}
+    assert times["trn1"] / times["trn3"] == pytest.approx(rates["trn3"] / rates["trn1"], rel=0.15)
+
+
+def test_the_trace_is_timed_for_its_own_target_by_default():
+    trace = dma_bound_trace("trn3", tiles=4)
+    assert schedule(trace).latency_s == schedule(trace, "trn3").latency_s
+    assert schedule(trace).target == "trn3"
