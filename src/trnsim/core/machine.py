@@ -46,6 +46,7 @@ class Launch:
         self.barrier = threading.Barrier(cores) if cores > 1 else None
         self.mailboxes: dict = {}
         self.created: dict = {}  # HBM buffer id -> where the kernel created it (for error messages)
+        self.shared: dict = {}  # k-th shared-HBM tensor a program creates -> the one buffer all share
 
 
 class NeuronCore:
@@ -59,6 +60,7 @@ class NeuronCore:
         self.strict = strict
         self.program_id = program_id
         self.grid = grid  # SPMD launch grid; program_id is the flat index into it
+        self.shared_made = 0  # shared-HBM tensors this program has created so far
         sbuf = Allocator(Memory.SBUF, spec.sbuf_bytes_per_partition, spec.partitions)
         psum = Allocator(Memory.PSUM, spec.psum_bytes_per_partition, spec.partitions, spec.psum_bank_bytes)
         self.memory = MemorySystem(sbuf, psum, with_values, strict, launch.ids)

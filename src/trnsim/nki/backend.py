@@ -39,17 +39,32 @@ def deactivate(token: contextvars.Token) -> None:
 
 
 def new_tensor(shape, dtype, buffer=dtypes.SBUF, name: str = "", address=None,
-               values: np.ndarray | None = None) -> NkiTensor:
+               values: np.ndarray | None = None, kernel_made: bool = True) -> NkiTensor:
     """Allocate a tensor in `buffer` (a memory region); on-chip ones take SBUF/PSUM space."""
     running = core()
     shape = tuple(int(s) for s in (shape if isinstance(shape, tuple | list) else (shape,)))
     element = dtypes.dtype(dtype)
     place = dtypes.region(buffer)
     name = name or f"{place.name}_{len(running.trace)}_{prod(shape)}"
-    storage = running.memory.allocate(place.memory, shape, element, name, address, values, place.name)
-    if place.memory is Memory.HBM:
-        running.launch.created[storage.id] = SourceLoc.of_caller()
+    if place is dtypes.SHARED_HBM and kernel_made:
+        storage = _shared(running, shape, element, name, values)
+    else:
+        storage = running.memory.allocate(place.memory, shape, element, name, address, values, place.name)
+    if place.memory is Memory.HBM and kernel_made:
+        running.launch.created.setdefault(storage.id, SourceLoc.of_caller())
     return NkiTensor(storage, shape, contiguous_strides(shape), 0)
+
+
+def _shared(running: NeuronCore, shape, element, name, values):
+    """The k-th shared-HBM tensor of every program of a launch is one tensor (SPMD outputs)."""
+    index = running.shared_made
+    running.shared_made += 1
+    launch = running.launch
+    with launch.lock:
+        if index not in launch.shared:
+            launch.shared[index] = running.memory.allocate(Memory.HBM, shape, element, name, None, values,
+                                                           dtypes.SHARED_HBM.name)
+        return launch.shared[index]
 
 
 def issue(opcode: Opcode, dst, srcs=(), params=None, engine=None, name: str = ""):

@@ -57,9 +57,9 @@ def to_hbm(args, kwargs, region: str) -> tuple[str, list, dict]:
         if which is None:
             return value
         if which == "spec":
-            return backend.new_tensor(value.shape, value.dtype, place, name)
+            return backend.new_tensor(value.shape, value.dtype, place, name, kernel_made=False)
         array = _to_numpy(value, which)
-        return backend.new_tensor(array.shape, array.dtype, place, name, values=array)
+        return backend.new_tensor(array.shape, array.dtype, place, name, values=array, kernel_made=False)
 
     hbm_args = [convert(v, f"arg{i}") for i, v in enumerate(args)]
     hbm_kwargs = {k: convert(v, k) for k, v in kwargs.items()}

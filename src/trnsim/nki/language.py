@@ -6,8 +6,9 @@ The math, activations and reductions live in language_math.py and are re-exporte
 
 from __future__ import annotations
 
+import builtins
 import contextlib
-from math import prod
+import math
 
 import numpy as np
 
@@ -178,8 +179,8 @@ def matmul(x, y, transpose_x: bool = False, **_) -> NkiTensor:
 
 def transpose(x, dtype=None, **_) -> NkiTensor:
     """[P, F] -> [F, P] through the PE array (or the Vector engine for tiles up to 32 x 32)."""
-    rows, cols = x.shape[0], prod(x.shape[1:])
-    small = max(rows, cols) <= tile_size.pmax // 4
+    rows, cols = x.shape[0], math.prod(x.shape[1:])
+    small = builtins.max(rows, cols) <= tile_size.pmax // 4
     staged = ndarray((cols, rows), float32, psum)
     nisa.nc_transpose(dst=staged, data=x, engine=nisa.engine.vector if small else nisa.engine.tensor)
     return copy(staged, dtype or x.dtype)
@@ -244,7 +245,7 @@ def program_id(axis: int = 0) -> int:
 def num_programs(axes: int = 0) -> int:
     grid = backend.core().grid
     if isinstance(axes, tuple | list):
-        return prod(grid[a] for a in axes)
+        return math.prod(grid[a] for a in axes)
     return grid[axes]
 
 

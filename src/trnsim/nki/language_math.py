@@ -8,7 +8,6 @@ number or [P,1] tile (tensor_scalar); NKI does no other broadcasting.
 from __future__ import annotations
 
 import math
-from math import prod
 
 from trnsim.nki import isa as nisa
 from trnsim.nki.tensor import NkiTensor
@@ -119,7 +118,7 @@ bitwise_not = invert
 def mean(x, axis, dtype=None, keepdims=False, **_):
     axes = axis if isinstance(axis, tuple | list) else (axis,)
     total = globals()["sum"](x, axis, dtype="float32", keepdims=keepdims)
-    count = prod(x.shape[a] for a in axes)
+    count = math.prod(x.shape[a] for a in axes)
     return nisa.tensor_scalar(dst=_new(total.shape, dtype or x.dtype), data=total, op0="multiply",
                               operand0=1.0 / count)
 

@@ -1,0 +1,77 @@
+"""Allocation, liveness, capacity, PSUM banks, uninitialised fill and strict reads."""
+
+import gc
+
+import numpy as np
+import pytest
+
+from trnsim.core.isa import Memory
+from trnsim.core.memory import Allocator, DType, MemorySystem, check_initialised, full_view
+from trnsim.errors import CapacityError, HazardError
+
+F32 = DType("float32", np.dtype(np.float32))
+I32 = DType("int32", np.dtype(np.int32))
+
+
+def system(track=False, sbuf_bytes=4096, psum_bytes=8192, bank=2048):
+    import itertools
+    sbuf = Allocator(Memory.SBUF, sbuf_bytes, 128)
+    psum = Allocator(Memory.PSUM, psum_bytes, 128, bank)
+    return MemorySystem(sbuf, psum, with_values=True, track_writes=track, ids=itertools.count())
+
+
+def test_fill_is_nan_for_floats_and_4_for_ints():
+    memory = system()
+    assert np.isnan(memory.allocate(Memory.SBUF, (4, 4), F32, "f").data).all()
+    assert (memory.allocate(Memory.SBUF, (4, 4), I32, "i").data == 4).all()
+
+
+def test_first_fit_reuses_space_of_dropped_tiles():
+    memory = system()
+    a = memory.allocate(Memory.SBUF, (128, 512), F32, "a")
+    assert a.address_bytes == 0
+    b = memory.allocate(Memory.SBUF, (128, 256), F32, "b")
+    assert b.address_bytes == 2048
+    del a
+    gc.collect()
+    c = memory.allocate(Memory.SBUF, (128, 256), F32, "c")
+    assert c.address_bytes == 0
+
+
+def test_capacity_error_reports_sizes_and_live_tiles():
+    memory = system()
+    keep = memory.allocate(Memory.SBUF, (128, 768), F32, "keep")
+    with pytest.raises(CapacityError) as caught:
+        memory.allocate(Memory.SBUF, (128, 512), F32, "more")
+    assert caught.value.required == 2048 and caught.value.available == 1024
+    assert "keep" in str(caught.value)
+    assert keep.address_bytes == 0
+
+
+def test_psum_tiles_never_cross_a_bank_when_placed_automatically():
+    memory = system()
+    small = memory.allocate(Memory.PSUM, (128, 384), F32, "small")  # 1536 B
+    second = memory.allocate(Memory.PSUM, (128, 384), F32, "second")
+    assert small.address_bytes == 0 and second.address_bytes == 2048
+
+
+def test_explicit_address_checks_bank_alignment_and_overlap():
+    memory = system()
+    with pytest.raises(CapacityError, match="crosses"):
+        memory.allocate(Memory.PSUM, (128, 512), F32, "bad", address=1024)
+    with pytest.raises(CapacityError, match="aligned"):
+        memory.allocate(Memory.SBUF, (128, 4), F32, "odd", address=2)
+    held = memory.allocate(Memory.SBUF, (128, 64), F32, "held", address=0)
+    with pytest.raises(CapacityError, match="overlaps"):
+        memory.allocate(Memory.SBUF, (128, 64), F32, "clash", address=128)
+    assert held.address_bytes == 0
+
+
+def test_strict_read_of_unwritten_elements():
+    memory = system(track=True)
+    buffer = memory.allocate(Memory.SBUF, (8, 8), F32, "t")
+    view = full_view(buffer)
+    with pytest.raises(HazardError, match="64 of 64"):
+        check_initialised(view, "tensor_copy")
+    view.written_mask()[...] = True
+    check_initialised(view, "tensor_copy")

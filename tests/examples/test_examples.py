@@ -1,0 +1,63 @@
+"""The examples match numpy references (bf16 inputs: tolerances relative to the output scale)."""
+
+import pathlib
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import trnsim.nki as nki
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples"))
+
+import flash_attention  # noqa: E402
+import matmul  # noqa: E402
+import norms  # noqa: E402
+import selective_scan  # noqa: E402
+import softmax  # noqa: E402
+
+RNG = np.random.default_rng(5)
+BF16 = ml_dtypes.bfloat16
+
+
+@pytest.mark.parametrize("kernel", [matmul.matmul_tiled, matmul.matmul_blocked])
+def test_matmul_kernels_bf16(kernel):
+    lhsT = RNG.standard_normal((256, 384)).astype(BF16)
+    rhs = RNG.standard_normal((256, 1024)).astype(BF16)
+    result = nki.simulate(kernel, target="trn2")(lhsT, rhs).astype(np.float32)
+    expected = matmul.reference(lhsT, rhs)
+    # fp32 accumulation, one bf16 rounding of the output: relative error <= 2^-8
+    np.testing.assert_allclose(result, expected, rtol=2 ** -8, atol=2 ** -8 * np.abs(expected).max() * 0.05)
+
+
+def test_softmax_handles_a_partial_last_tile():
+    x = RNG.standard_normal((200, 256)).astype(np.float32)
+    np.testing.assert_allclose(nki.simulate(softmax.softmax_rows)(x), softmax.reference(x), rtol=1e-5,
+                               atol=1e-7)
+
+
+def test_rmsnorm_and_layernorm():
+    x = RNG.standard_normal((256, 640)).astype(np.float32)
+    w, b = RNG.standard_normal(640).astype(np.float32), RNG.standard_normal(640).astype(np.float32)
+    np.testing.assert_allclose(nki.simulate(norms.rmsnorm)(x, w), norms.rmsnorm_reference(x, w), rtol=1e-4,
+                               atol=1e-5)
+    np.testing.assert_allclose(nki.simulate(norms.layernorm)(x, w, b), norms.layernorm_reference(x, w, b),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_causal_flash_attention_bf16():
+    q, k, v = (RNG.standard_normal((384, 64)).astype(BF16) for _ in range(3))
+    result = nki.simulate(flash_attention.flash_attention_causal)(q, k, v).astype(np.float32)
+    # bf16 probabilities and output: absolute error within 2% of the value scale
+    np.testing.assert_allclose(result, flash_attention.reference(q, k, v), atol=0.02)
+    assert np.isfinite(result).all()
+
+
+def test_selective_scan():
+    x = RNG.standard_normal((128, 96)).astype(np.float32)
+    delta = RNG.uniform(0.01, 0.1, (128, 96)).astype(np.float32)
+    A = -RNG.uniform(0.5, 2.0, (128, 4)).astype(np.float32)
+    B, C = (RNG.standard_normal((4, 96)).astype(np.float32) for _ in range(2))
+    np.testing.assert_allclose(nki.simulate(selective_scan.selective_scan)(x, delta, A, B, C),
+                               selective_scan.reference(x, delta, A, B, C), rtol=1e-4, atol=1e-5)

@@ -1,0 +1,133 @@
+"""Launching kernels: targets, array kinds, trace vs simulate, grids, LNC=2, loops, printing."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
+from trnsim.core.isa import Memory, Opcode
+from trnsim.errors import ConfigError, KernelError
+
+X = np.arange(128 * 16, dtype=np.float32).reshape(128, 16)
+
+
+@nki.jit
+def double(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    tile = nl.load(x)
+    nisa.tensor_scalar(dst=tile, data=tile, op0=nl.multiply, operand0=2.0)
+    nl.store(out, tile)
+    return out
+
+
+def test_target_from_argument_environment_and_default(monkeypatch):
+    seen = []
+
+    def kernel(x):
+        seen.append(nisa.get_nc_version())
+        return x
+    monkeypatch.delenv("NEURON_PLATFORM_TARGET_OVERRIDE", raising=False)
+    monkeypatch.delenv("TRNSIM_TARGET", raising=False)
+    nki.simulate(kernel)(X)
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "gen3")
+    nki.simulate(kernel)(X)
+    nki.simulate(kernel, target="trn1")(X)
+    assert seen == [nisa.nc_version.gen4, nisa.nc_version.gen3, nisa.nc_version.gen2]
+    with pytest.raises(ConfigError, match="trn9"):
+        nki.simulate(kernel, target="trn9")(X)
+
+
+def test_numpy_and_torch_round_trip_keep_their_kind():
+    np.testing.assert_array_equal(double(X), 2 * X)
+    result = nki.simulate(double)(torch.from_numpy(X).to(torch.bfloat16))
+    assert isinstance(result, torch.Tensor) and result.dtype == torch.bfloat16
+    torch.testing.assert_close(result.float(), torch.from_numpy(2 * X).to(torch.bfloat16).float())
+
+
+def test_bf16_numpy_inputs_stay_bf16():
+    result = double(X.astype(ml_dtypes.bfloat16))
+    assert result.dtype == ml_dtypes.bfloat16
+
+
+def test_inputs_written_by_the_kernel_are_updated_in_place():
+    def kernel(x):
+        tile = nl.load(x)
+        nisa.memset(dst=tile, value=7.0)
+        nl.store(x, tile)
+        return x
+    data = X.copy()
+    nki.simulate(kernel)(data)
+    assert (data == 7).all()
+
+
+def test_trace_only_matches_simulate_and_has_no_values():
+    simulated = (double(X), double.last_trace)[1]
+    traced = nki.trace(double, nki.TensorSpec(X.shape, "float32"))
+    assert traced == simulated and traced.target == simulated.target
+    assert [i.opcode for i in traced] == [Opcode.DMA_COPY, Opcode.TENSOR_SCALAR, Opcode.DMA_COPY]
+    first = traced[0]
+    assert first.inputs[0].memory is Memory.HBM and first.outputs[0].memory is Memory.SBUF
+    assert first.outputs[0].bytes == X.nbytes and first.where.function == "double"
+
+
+def test_trace_only_refuses_to_read_values():
+    def kernel(x):
+        reg = nisa.register_alloc(3)
+        for _ in nl.dynamic_range(reg):
+            pass
+    with pytest.raises(KernelError, match="use trnsim.nki.simulate"):
+        nki.trace(kernel, X)
+    nki.simulate(kernel)(X)
+
+
+def test_spmd_grid_program_ids():
+    def kernel(x):
+        out = nl.ndarray((6, 16), dtype=x.dtype, buffer=nl.shared_hbm)
+        row = nl.program_id(0) * nl.num_programs(1) + nl.program_id(1)
+        tile = nl.full((1, 16), float(row), nl.float32)
+        nl.store(out[row:row + 1, :], tile)
+        assert nl.program_ndim() == 2
+        return out
+    result = nki.jit(kernel)[2, 3](X)
+    np.testing.assert_array_equal(result[:, 0], np.arange(6))
+
+
+def test_lnc2_sendrecv_and_barrier():
+    @nki.jit
+    def swap(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        me = nl.program_id(0)
+        half = x.shape[0] // 2
+        mine = nl.load(x[me * half:(me + 1) * half, :])
+        theirs = nl.ndarray(mine.shape, dtype=mine.dtype, buffer=nl.sbuf)
+        nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+        nisa.core_barrier(data=theirs, cores=(0, 1))
+        nl.store(out[me * half:(me + 1) * half, :], theirs)
+        return out
+    result = nki.simulate(swap[2], target="trn2")(X)
+    np.testing.assert_array_equal(result, np.concatenate([X[64:], X[:64]]))
+    trace = nki.trace(swap[2], X, target="trn2")
+    assert sorted({i.core for i in trace}) == [0, 1]
+
+
+def test_runtime_loops_and_device_print(capsys):
+    def kernel(x):
+        acc = nl.zeros((1, 4), nl.float32)
+
+        def body(i):
+            nisa.tensor_scalar(dst=acc, data=acc, op0=nl.add, operand0=float(i.read_value()))
+        nl.fori_loop(0, 5, body)
+        nl.device_print("acc=", acc)
+        out = nl.ndarray((1, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, acc)
+        return out
+    result = nki.simulate(kernel)(X)
+    assert (result == 10).all() and "acc=" in capsys.readouterr().out
+
+
+def test_removed_jit_arguments_raise():
+    with pytest.raises(ConfigError, match="platform_target"):
+        nki.jit(platform_target="trn2")

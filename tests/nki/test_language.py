@@ -1,0 +1,107 @@
+"""nki.language functions against numpy."""
+
+import numpy as np
+import pytest
+
+import trnsim.nki as nki
+import trnsim.nki.language as nl
+
+RNG = np.random.default_rng(2)
+A = RNG.uniform(-2, 2, (128, 64)).astype(np.float32)
+B = RNG.uniform(-2, 2, (128, 64)).astype(np.float32)
+POS = RNG.uniform(0.2, 3, (128, 64)).astype(np.float32)
+
+
+def run(fn, *arrays, out_dtype=None):
+    """Load each input, apply `fn` to the tiles, store the result."""
+    def kernel(*hbm):
+        tiles = [nl.load(a) for a in hbm]
+        result = fn(*tiles)
+        staged = result if nl.is_sbuf(result.buffer) else nl.copy(result)
+        out = nl.ndarray(staged.shape, dtype=out_dtype or staged.dtype, buffer=nl.shared_hbm)
+        nl.store(out, staged)
+        return out
+    return nki.simulate(kernel)(*arrays)
+
+
+BINARY = ["add", "subtract", "multiply", "maximum", "minimum", "greater", "less", "equal",
+          "logical_and", "logical_or", "logical_xor", "not_equal", "greater_equal", "less_equal"]
+
+
+@pytest.mark.parametrize("name", BINARY)
+def test_binary(name):
+    reference = {"logical_and": lambda a, b: (a != 0) & (b != 0),
+                 "logical_or": lambda a, b: (a != 0) | (b != 0),
+                 "logical_xor": lambda a, b: (a != 0) ^ (b != 0)}.get(name, getattr(np, name))
+    np.testing.assert_allclose(run(getattr(nl, name), A, B), reference(A, B).astype(np.float32), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "abs", "negative",
+                                  "square", "reciprocal", "silu", "floor", "ceil", "trunc", "sign", "sin",
+                                  "cos", "arctan", "softplus", "gelu_apprx_tanh"])
+def test_unary(name):
+    references = {"rsqrt": lambda x: 1 / np.sqrt(x), "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+                  "relu": lambda x: np.maximum(x, 0), "reciprocal": lambda x: 1 / x,
+                  "silu": lambda x: x / (1 + np.exp(-x)), "softplus": lambda x: np.log1p(np.exp(x)),
+                  "gelu_apprx_tanh": lambda x: 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x**3)))}
+    reference = references.get(name, getattr(np, name, None))
+    data = POS if name in ("log", "sqrt", "rsqrt", "reciprocal") else A
+    np.testing.assert_allclose(run(getattr(nl, name), data), reference(data.astype(np.float64)),
+                               rtol=2e-5, atol=2e-6)
+
+
+def test_scalar_operands_and_column_broadcast():
+    np.testing.assert_allclose(run(lambda a: nl.multiply(a, 3.0), A), A * 3)
+    np.testing.assert_allclose(run(lambda a: nl.subtract(1.0, a), A), 1 - A)
+    column = A[:, :1].copy()
+    np.testing.assert_allclose(run(lambda a, c: nl.add(a, c), A, column), A + column)
+
+
+@pytest.mark.parametrize("name,ref", [("sum", np.sum), ("max", np.max), ("min", np.min), ("mean", np.mean),
+                                      ("prod", np.prod), ("var", np.var)])
+def test_reductions(name, ref):
+    data = POS[:, :8] if name == "prod" else A
+    result = run(lambda a: getattr(nl, name)(a, axis=1, keepdims=True), data)
+    np.testing.assert_allclose(result, ref(data, axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+    partition = run(lambda a: nl.sum(a, axis=0), A)
+    np.testing.assert_allclose(partition.reshape(-1), A.sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_softmax_rms_norm_where_transpose_matmul():
+    e = np.exp(A - A.max(1, keepdims=True))
+    expected_softmax = e / e.sum(1, keepdims=True)
+    np.testing.assert_allclose(run(lambda a: nl.softmax(a, axis=1), A), expected_softmax, rtol=1e-5)
+    w = RNG.uniform(0.5, 1.5, (1, 64)).astype(np.float32)
+    expected = A / np.sqrt((A * A).mean(1, keepdims=True) + 1e-6) * w
+    np.testing.assert_allclose(run(lambda a, g: nl.rms_norm(a, g, axis=1), A, w), expected, rtol=1e-5)
+    np.testing.assert_allclose(run(lambda c, a, b: nl.where(c, a, b), (A > 0).astype(np.float32), A, B),
+                               np.where(A > 0, A, B))
+    np.testing.assert_array_equal(run(nl.transpose, A), A.T)
+    x, y = A[:, :32].copy(), B[:, :48].copy()
+    np.testing.assert_allclose(run(lambda p, q: nl.matmul(p, q, transpose_x=True), x, y), x.T @ y, rtol=1e-5)
+    square_a, square_b = A[:64].copy(), B[:64].copy()
+    np.testing.assert_allclose(run(nl.matmul, square_a, square_b), square_a @ square_b, rtol=1e-5, atol=1e-5)
+
+
+def test_creation_and_broadcast_helpers():
+    np.testing.assert_array_equal(run(lambda a: nl.full((4, 3), 2.5, nl.float32), A), np.full((4, 3), 2.5))
+    np.testing.assert_array_equal(run(lambda a: nl.zeros_like(a), A), np.zeros_like(A))
+    np.testing.assert_array_equal(run(lambda a: nl.ones((2, 2), nl.int32), A), np.ones((2, 2)))
+    np.testing.assert_array_equal(run(lambda a: nl.broadcast_to(a[0:1, :], (8, 64)), A),
+                                  np.broadcast_to(A[0:1], (8, 64)))
+    np.testing.assert_array_equal(run(lambda a: nl.shared_identity_matrix(16, nl.float32), A), np.eye(16))
+    np.testing.assert_array_equal(run(lambda a: nl.invert(a), np.arange(6, dtype=np.int32).reshape(2, 3)),
+                                  ~np.arange(6, dtype=np.int32).reshape(2, 3))
+
+
+def test_tile_size_follows_the_target():
+    seen = {}
+
+    def kernel(a):
+        seen[nl.tile_size.pmax] = (nl.tile_size.sbuf_fmax_bytes, nl.tile_size.psum_num_banks,
+                                   nl.tile_size.gemm_moving_fmax, nl.tile_size.psum_bank_fmax)
+        return a
+    for target in ("trn1", "trn2", "trn3"):
+        nki.simulate(kernel, target=target)(A)
+        assert seen[128][0] == {"trn1": 192, "trn2": 224, "trn3": 256}[target] * 1024
+    assert seen[128][1:] == (8, 512, 512)

@@ -1,0 +1,79 @@
+"""NkiTensor views: slicing, permute, reshape, broadcast, rearrange, ap, view(dtype) — no copies."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
+from trnsim.errors import ShapeError
+
+X = np.arange(4 * 6 * 8, dtype=np.float32).reshape(4, 6, 8)
+
+
+def copy_view(make_view, x=X, out_shape=None):
+    """DMA the view of the HBM input into a fresh output of the view's shape."""
+    def kernel(a):
+        view = make_view(a)
+        out = nl.ndarray(view.shape, dtype=view.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=view)
+        return out
+    return nki.simulate(kernel)(x)
+
+
+@pytest.mark.parametrize("make,expect", [
+    (lambda a: a[1], lambda x: x[1]),
+    (lambda a: a[:, 2:5, ::2], lambda x: x[:, 2:5, ::2]),
+    (lambda a: a[..., 3], lambda x: x[..., 3]),
+    (lambda a: a[:, nl.ds(1, 3), :], lambda x: x[:, 1:4, :]),
+    (lambda a: a.permute((2, 0, 1)), lambda x: x.transpose(2, 0, 1)),
+    (lambda a: a.reshape((24, 8)), lambda x: x.reshape(24, 8)),
+    (lambda a: a.flatten_dims(start_dim=0, end_dim=1), lambda x: x.reshape(24, 8)),
+    (lambda a: a.slice(dim=2, start=2, end=6), lambda x: x[:, :, 2:6]),
+    (lambda a: a.select(1, 4), lambda x: x[:, 4]),
+    (lambda a: a[0:1].broadcast(0, 3), lambda x: np.broadcast_to(x[0:1], (3, 6, 8))),
+    (lambda a: a.expand_dim(1), lambda x: x[:, None]),
+    (lambda a: a.rearrange("a b c -> b a c"), lambda x: x.transpose(1, 0, 2)),
+    (lambda a: a.rearrange("a b c -> a (b c)"), lambda x: x.reshape(4, 48)),
+    (lambda a: a.rearrange("a (b two) c -> a b two c", two=2), lambda x: x.reshape(4, 3, 2, 8)),
+    (lambda a: a.ap([[48, 4], [1, 8]], offset=8), lambda x: x.reshape(4, 48)[:, 8:16]),
+])
+def test_view_matches_numpy(make, expect):
+    np.testing.assert_array_equal(copy_view(make), expect(X))
+
+
+def test_view_dtype_reinterprets_bits():
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    result = copy_view(lambda a: a.view(nl.int32), x)
+    np.testing.assert_array_equal(result, x.view(np.int32))
+    halves = copy_view(lambda a: a.view(nl.bfloat16), x)
+    assert halves.shape == (2, 8) and halves.dtype == ml_dtypes.bfloat16
+
+
+def test_on_chip_integer_index_keeps_partition_dim():
+    def kernel(a):
+        tile = nl.load(a)
+        assert tile[3].shape == (1, 6, 8)
+        assert tile[3, 2].shape == (1, 8)
+        assert a[3].shape == (6, 8)
+        out = nl.ndarray((1, 6, 8), dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=tile[3])
+        return out
+    np.testing.assert_array_equal(nki.simulate(kernel)(X), X[3:4])
+
+
+def test_reshape_that_needs_a_copy_is_refused():
+    with pytest.raises(ShapeError, match="needs a copy"):
+        copy_view(lambda a: a.permute((1, 0, 2)).reshape((24, 8)))
+
+
+def test_tensor_attributes():
+    def kernel(a):
+        tile = nl.ndarray((128, 4), dtype=nl.bfloat16, buffer=nl.sbuf, name="t")
+        assert tile.dtype == nl.bfloat16 and np.dtype(ml_dtypes.bfloat16) == tile.dtype
+        assert tile.buffer == nl.sbuf and nl.is_sbuf(tile.buffer) and not nl.is_psum(tile.buffer)
+        assert (tile.ndim, tile.size, tile.name, tile.is_contiguous()) == (2, 512, "t", True)
+        assert tile[:, ::2].get_pattern() == [[4, 128], [2, 2]]
+        assert a.buffer == nl.hbm
+    nki.simulate(kernel)(X)
