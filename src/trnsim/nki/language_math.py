@@ -12,8 +12,17 @@ import math
 from trnsim.nki import isa as nisa
 from trnsim.nki.tensor import NkiTensor
 
-__all__ = ["where", "softmax", "rms_norm", "dropout", "mean", "var", "all", "sin", "reciprocal",
-           "logical_not", "invert", "bitwise_not"]
+__all__ = [
+    "where", "softmax", "rms_norm", "dropout", "mean", "var", "all", "sin", "reciprocal",
+    "logical_not", "invert", "bitwise_not", "bypass", "prelu", "average", "add", "subtract",
+    "multiply", "divide", "maximum", "minimum", "abs_max", "abs_min", "power", "fmod", "mod",
+    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
+    "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
+    "right_shift", "exp", "log", "sqrt", "rsqrt", "cos", "tan", "arctan", "abs", "square",
+    "negative", "sign", "ceil", "floor", "trunc", "relu", "sigmoid", "tanh", "gelu", "gelu_dx",
+    "gelu_apprx_sigmoid", "gelu_apprx_sigmoid_dx", "gelu_apprx_tanh", "silu", "silu_dx", "softplus",
+    "mish", "erf", "erf_dx", "sum", "max", "min", "prod",
+]
 
 
 def _new(shape, dtype):
@@ -63,25 +72,68 @@ def _reduction(name: str):
     return op
 
 
-_BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "abs_max", "abs_min", "power",
-           "fmod", "mod", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
-           "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
-           "left_shift", "right_shift")
-_UNARY = ("exp", "log", "sqrt", "rsqrt", "cos", "tan", "arctan", "abs", "square", "negative", "sign",
-          "ceil", "floor", "trunc", "relu", "sigmoid", "tanh", "gelu", "gelu_dx", "gelu_apprx_sigmoid",
-          "gelu_apprx_sigmoid_dx", "gelu_apprx_tanh", "silu", "silu_dx", "softplus", "mish", "erf", "erf_dx")
-for _name in _BINARY:
-    globals()[_name] = _binary(_name)
-for _name in _UNARY:
-    globals()[_name] = _unary(_name)
-_REDUCTIONS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multiply"}
-for _name in _REDUCTIONS:
-    globals()[_name] = _reduction(_REDUCTIONS[_name])
-__all__ += list(_BINARY) + list(_UNARY) + ["sum", "max", "min", "prod"]
+# One function per NKI operator; each doubles as the operator name (op=nl.add).
+add = _binary("add")
+subtract = _binary("subtract")
+multiply = _binary("multiply")
+divide = _binary("divide")
+maximum = _binary("maximum")
+minimum = _binary("minimum")
+abs_max = _binary("abs_max")
+abs_min = _binary("abs_min")
+power = _binary("power")
+fmod = _binary("fmod")
+mod = _binary("mod")
+equal = _binary("equal")
+not_equal = _binary("not_equal")
+less = _binary("less")
+less_equal = _binary("less_equal")
+greater = _binary("greater")
+greater_equal = _binary("greater_equal")
+logical_and = _binary("logical_and")
+logical_or = _binary("logical_or")
+logical_xor = _binary("logical_xor")
+bitwise_and = _binary("bitwise_and")
+bitwise_or = _binary("bitwise_or")
+bitwise_xor = _binary("bitwise_xor")
+left_shift = _binary("left_shift")
+right_shift = _binary("right_shift")
+exp = _unary("exp")
+log = _unary("log")
+sqrt = _unary("sqrt")
+rsqrt = _unary("rsqrt")
+cos = _unary("cos")
+tan = _unary("tan")
+arctan = _unary("arctan")
+abs = _unary("abs")
+square = _unary("square")
+negative = _unary("negative")
+sign = _unary("sign")
+ceil = _unary("ceil")
+floor = _unary("floor")
+trunc = _unary("trunc")
+relu = _unary("relu")
+sigmoid = _unary("sigmoid")
+tanh = _unary("tanh")
+gelu = _unary("gelu")
+gelu_dx = _unary("gelu_dx")
+gelu_apprx_sigmoid = _unary("gelu_apprx_sigmoid")
+gelu_apprx_sigmoid_dx = _unary("gelu_apprx_sigmoid_dx")
+gelu_apprx_tanh = _unary("gelu_apprx_tanh")
+silu = _unary("silu")
+silu_dx = _unary("silu_dx")
+softplus = _unary("softplus")
+mish = _unary("mish")
+erf = _unary("erf")
+erf_dx = _unary("erf_dx")
+sum = _reduction("add")  # noqa: A001 - NKI's name
+max = _reduction("maximum")  # noqa: A001 - NKI's name
+min = _reduction("minimum")  # noqa: A001 - NKI's name
+prod = _reduction("multiply")  # noqa: A001 - NKI's name
+
 
 # Operator constants for activate2 / tensor_scalar that are not functions.
 bypass, prelu, average = "bypass", "prelu", "average"
-__all__ += ["bypass", "prelu", "average"]
 
 
 def reciprocal(x, dtype=None, **_):
@@ -117,7 +169,7 @@ bitwise_not = invert
 
 def mean(x, axis, dtype=None, keepdims=False, **_):
     axes = axis if isinstance(axis, tuple | list) else (axis,)
-    total = globals()["sum"](x, axis, dtype="float32", keepdims=keepdims)
+    total = sum(x, axis, dtype="float32", keepdims=keepdims)
     count = math.prod(x.shape[a] for a in axes)
     return nisa.tensor_scalar(dst=_new(total.shape, dtype or x.dtype), data=total, op0="multiply",
                               operand0=1.0 / count)
@@ -131,7 +183,7 @@ def var(x, axis, dtype=None, keepdims=False, **_):
         nisa.tensor_scalar(dst=centred, data=x, op0="subtract", operand0=centre)
     else:
         nisa.tensor_tensor(dst=centred, data1=x, data2=centre.broadcast_to(x.shape), op="subtract")
-    squared = globals()["square"](centred)
+    squared = square(centred)
     return mean(squared, axis, dtype or x.dtype, keepdims)
 
 
