@@ -1,0 +1,98 @@
+"""Timing real kernels: the tutorial matmuls in trace-only mode, `reports.profile`, `trnsim run`."""
+
+import importlib.util
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from trnsim.cli import main
+from trnsim.core.profile import summarize
+from trnsim.core.schedule import latency_s, schedule
+from trnsim.nki import TensorSpec
+from trnsim.reports import profile
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "matmul_tutorial.py"
+
+
+@pytest.fixture(scope="module")
+def tutorial():
+    spec = importlib.util.spec_from_file_location("matmul_tutorial", EXAMPLE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def small_traces(tutorial):
+    return tutorial.traces("small")
+
+
+def test_trace_only_mode_records_instructions_without_values(small_traces):
+    trace = small_traces["matmul_tiled"]
+    M, K, N = 2048, 1024, 2048
+    assert trace.counts()[next(iter(trace.counts()))] > 0
+    matmuls = sum(1 for ins in trace if ins.opcode.value == "nc_matmul")
+    assert matmuls == (M // 128) * (N // 512) * (K // 128)
+
+
+def test_each_tutorial_step_is_faster_than_the_one_before(small_traces):
+    for target in ("trn1", "trn2", "trn3"):
+        times = [latency_s(trace, target) for trace in small_traces.values()]
+        assert times == sorted(times, reverse=True), target
+
+
+def test_blocking_moves_the_bottleneck_from_the_dma_queues_to_the_tensor_engine(small_traces):
+    tiled = summarize(schedule(small_traces["matmul_tiled"], "trn1"))
+    blocked = summarize(schedule(small_traces["matmul_blocked_mnk"], "trn1"))
+    assert tiled.engines["dma"].busy_fraction > tiled.engines["tensor"].busy_fraction
+    assert blocked.engines["tensor"].busy_fraction > 2 * tiled.engines["tensor"].busy_fraction
+    assert blocked.hfu > 3 * tiled.hfu
+
+
+def test_reports_profile_times_one_trace_on_several_targets(tutorial, tmp_path):
+    specs = TensorSpec((512, 256), "bfloat16"), TensorSpec((512, 1024), "bfloat16")
+    result = profile(tutorial.matmul_tiled, *specs, targets=["trn1", "trn2"])
+    assert set(result.results) == {"trn1", "trn2"}
+    assert result.latency_s("trn1") != result.latency_s("trn2")
+    page, events = result.write(tmp_path)
+    assert page.name == "matmul_tiled.html" and json.loads(events.read_text())["traceEvents"]
+
+
+SCRIPT = """
+    import numpy as np
+    import nki
+    import nki.isa as nisa
+    import nki.language as nl
+
+    @nki.jit
+    def double(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        tile = nl.load(x)
+        nisa.tensor_scalar(dst=tile, data=tile, op0=nl.multiply, operand0=2.0)
+        nl.store(out, value=tile)
+        return out
+
+    result = nki.simulate(double)(np.ones((128, 512), np.float32))
+    assert float(result[0, 0]) == 2.0
+    print("script ran")
+"""
+
+
+def test_trnsim_run_profiles_every_launch_and_writes_reports(tmp_path, capsys):
+    script = tmp_path / "kernel.py"
+    script.write_text(textwrap.dedent(SCRIPT))
+    code = main(["run", "--target", "trn1,trn3", "--report", str(tmp_path / "out"), str(script)])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "script ran" in captured.out
+    assert "double" in captured.out and "trn1" in captured.out and "trn3" in captured.out
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["double.html", "double.json"]
+
+
+def test_trnsim_run_refuses_an_unknown_target(tmp_path, capsys):
+    script = tmp_path / "empty.py"
+    script.write_text("")
+    assert main(["run", "--target", "trn9", str(script)]) == 2
+    assert "trn9" in capsys.readouterr().err
