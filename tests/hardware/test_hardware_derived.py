@@ -68,8 +68,10 @@ def test_unpriced_entries_give_no_cost_figures():
     result = figures(hardware.instance("Trn2 UltraServer"))
     assert result["usd_per_hour"].value is None and result["usd_per_bf16_pflops_hour"].value is None
     assert result["bf16_pflops"].value == pytest.approx(42.8)
+    assert result["usd_per_tb_per_s_hour"].note == "no price found"
     chip = figures(hardware.chip("trn2"))
     assert chip["usd_per_hour"].value is None and chip["accelerators"].value is None
+    assert chip["hbm_gib_per_usd"].note == "a chip has no price"
 
 
 def test_announced_chip_shows_ratios_never_values():

@@ -106,7 +106,12 @@ def _label(spec, key: str) -> str:
                 ratio = spec.announced_ratios[ratio_key]
                 return f"announced: {ratio:g}x {spec.relative_to.name}"
         return "not announced"
-    if key == "usd_per_hour" and "usd_per_hour" in spec.sources:
+    if "usd_per_hour" in FIGURES[key].reads(spec):
+        if isinstance(spec, ChipSpec):
+            return "a chip has no price"
+        if _price(spec) is None:
+            return "no price found"
+    if key == "usd_per_hour":
         return f"as of {spec.sources['usd_per_hour'].date}"
     if key in ("fp8_pflops", "ridge_fp8") and _fp8_key(spec) == "mxfp8":
         return "MXFP8"
