@@ -147,9 +147,10 @@ def test_op_family_matches_cpu_bitwise_forward_and_backward(name):
 
 @pytest.mark.parametrize("make", [
     lambda p: torch.optim.AdamW(p, lr=0.01, weight_decay=0.1),
+    lambda p: torch.optim.AdamW(p, lr=0.01, foreach=True),
     lambda p: torch.optim.Adam(p, lr=0.01, foreach=False),
     lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True),
-], ids=["adamw_foreach", "adam_for_loop", "sgd_nesterov"])
+], ids=["adamw_default", "adamw_foreach", "adam_for_loop", "sgd_nesterov"])
 def test_optimizer_steps_and_grad_clipping_match_cpu(make):
     torch.manual_seed(1)
     cpu_model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))

@@ -10,21 +10,37 @@ Importing this module registers the device; installing trnsim also registers it 
 through PyTorch's backend autoload (set TORCH_DEVICE_BACKEND_AUTOLOAD=0 to turn that off).
 """
 
+# ruff: noqa: E402  (the imports follow `autoload` on purpose; see its docstring)
 from __future__ import annotations
+
+
+def autoload() -> None:
+    """Entry point of PyTorch's `torch.backends` group: importing this module does the work.
+
+    Defined before anything imports torch: when trnsim.torch is imported first, `import torch`
+    below runs the autoload entry points, which look this name up on the half-imported module.
+    """
+
+
+import torch  # noqa: F401  (imported after `autoload` on purpose, see above)
 
 from trnsim.torch import device as _device
 from trnsim.torch.errors import DeviceMismatchError
 from trnsim.torch.fallback import FallbackWarning
 from trnsim.torch.fallback import counts as fallback_counts
 from trnsim.torch.fallback import reset as reset_fallback_counts
+from trnsim.torch.profiler import Profile, Report, profile
 from trnsim.torch.tensor import NeuronTensor, buffer_of, to_neuron
 
 __all__ = [
     "DeviceMismatchError",
     "FallbackWarning",
     "NeuronTensor",
+    "Profile",
+    "Report",
     "buffer_of",
     "fallback_counts",
+    "profile",
     "reset_fallback_counts",
     "to_neuron",
 ]
@@ -32,7 +48,3 @@ __all__ = [
 
 # Registrations live as long as their torch.library objects, so the module keeps them.
 _LIBRARIES = _device.register()
-
-
-def autoload() -> None:
-    """Entry point of PyTorch's `torch.backends` group: importing this module did the work."""

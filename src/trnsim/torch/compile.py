@@ -1,6 +1,7 @@
 """`torch.compile(model, backend="neuron")`: AOTAutograd splits forward and backward into aten
-graphs; each is lowered to the emulator's kernels (the same table eager mode uses) and its device
-time is summed once per graph from the node shapes.
+graphs; each is lowered to the emulator's kernels (the same table eager mode uses). The shapes of
+every node are taken once, when the graph is lowered, so a profile charges a whole graph per call
+(`LoweredGraph.device_s` gives the graph-level time directly).
 
 AOTAutograd hands the compiled graphs the CPU buffers inside the neuron tensors, so factory nodes
 that name `device=neuron` are rewritten to the buffers' device before the graph runs.
@@ -35,14 +36,18 @@ def rewrite_devices(graph: fx.Graph) -> int:
     return changed
 
 
-def _signature(node: fx.Node) -> tuple:
-    """The (shape, dtype) of each tensor input of a node, from the values AOTAutograd traced."""
-    found = []
-    for arg in node.all_input_nodes:
-        value = arg.meta.get("val")
-        if isinstance(value, torch.Tensor):
-            found.append((tuple(value.shape), value.dtype))
-    return tuple(found)
+def _value(arg):
+    if isinstance(arg, fx.Node):
+        return arg.meta.get("val")
+    if isinstance(arg, list | tuple):
+        return [_value(a) for a in arg]
+    return arg
+
+
+def _signature(node: fx.Node) -> tuple[str, tuple, tuple]:
+    """The op and the (shape, dtype) of its tensor inputs and outputs, from the traced values."""
+    inputs = profiler.signature([_value(a) for a in (*node.args, *node.kwargs.values())])
+    return str(node.target), inputs, profiler.output_signature(node.meta.get("val"))
 
 
 class LoweredGraph(fx.Interpreter):
@@ -50,9 +55,10 @@ class LoweredGraph(fx.Interpreter):
 
     def __init__(self, gm: fx.GraphModule):
         super().__init__(gm)
-        self.ops = [(n.target, _signature(n)) for n in gm.graph.nodes
-                    if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)]
-        self._kernels = {target: ops.kernel_for(target) for target, _ in self.ops}
+        calls = [n for n in gm.graph.nodes
+                 if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)]
+        self.signatures = [_signature(n) for n in calls]
+        self._kernels = {n.target: ops.kernel_for(n.target) for n in calls}
 
     def call_function(self, target, args, kwargs):
         kernel = self._kernels.get(target)
@@ -60,11 +66,18 @@ class LoweredGraph(fx.Interpreter):
             return target(*args, **kwargs)
         return kernel(target, args, kwargs)
 
+    def device_s(self, target: str = "trn2", lnc: int = 1) -> float:
+        """Device time of one run of this graph on `target`, from its nodes' shapes."""
+        from trnsim.torch import devicetime
+
+        return sum(devicetime.op_time_s(op, inputs, outputs, target, lnc)
+                   for op, inputs, outputs in self.signatures)
+
     def __call__(self, args):
         active = profiler.ACTIVE.get()
         if active is not None:
-            for target, signature in self.ops:
-                active.record_signature(target, signature)
+            for op, inputs, outputs in self.signatures:
+                active.record_signature(op, inputs, outputs)
         return self.boxed_run(args)
 
 

@@ -169,7 +169,7 @@ def _finish(func, args, kwargs, uargs, ukwargs, out):
     """Turn CPU results into what the caller expects and charge the op's device time."""
     active = profiler.ACTIVE.get()
     if active is not None:
-        active.record(func, uargs)
+        active.record(func, uargs, out)
     device = kwargs.get("device")
     if device is not None and torch.device(device).type != "neuron":
         return out

@@ -1,4 +1,200 @@
-"""placeholder"""
-import contextvars
+"""`trnsim.torch.profile()`: device time and cost of the aten ops run on neuron inside a block.
 
-ACTIVE = contextvars.ContextVar("trnsim_torch_profile", default=None)
+    with trnsim.torch.profile(target="trn2") as prof:
+        train_step()
+    prof.total_s, prof.matmul_share, prof.cost_usd   # on trn2
+    prof.report("trn1").total_s                      # the same ops re-timed on trn1
+
+Recording keeps only each op's name and tensor shapes (cheap, target-free); times come when a report
+is asked for, from `trnsim.torch.devicetime` (built-in NKI kernels timed by the kernel timing
+model). Ops that fell back to CPU, or have no kernel recipe, are counted as untimed, not guessed.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import contextvars
+from dataclasses import dataclass
+
+import torch
+
+from trnsim import config, hardware
+from trnsim.errors import ConfigError, SpecError
+
+ACTIVE: contextvars.ContextVar[Profile | None] = contextvars.ContextVar("trnsim_torch_profile", default=None)
+DEFAULT_TARGET = "trn2"
+
+
+def _spec(value) -> tuple | None:
+    if isinstance(value, torch.Tensor):
+        return tuple(value.shape), str(value.dtype).removeprefix("torch.")
+    if type(value) in (list, tuple) and value and all(isinstance(v, torch.Tensor) for v in value):
+        return tuple(_spec(v) for v in value)
+    return None
+
+
+def signature(values) -> tuple:
+    """(shape, dtype name) of each tensor in `values`; a list of tensors becomes a tuple of them."""
+    return tuple(spec for spec in map(_spec, values) if spec is not None)
+
+
+def output_signature(out) -> tuple:
+    if isinstance(out, torch.Tensor):
+        return (_spec(out),)
+    if type(out) in (list, tuple):
+        return signature(out)
+    return ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpTime:
+    """One aten overload's share of a profile."""
+
+    op: str
+    count: int
+    device_s: float
+    matmul_s: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class Report:
+    """A profile timed on one target: per-op and total device time, matmul share and cost."""
+
+    target: str
+    lnc: int
+    instance: str | None
+    usd_per_hour: float | None
+    cores_per_instance: int | None
+    ops: tuple[OpTime, ...]
+    untimed: dict[str, int]
+
+    @property
+    def total_s(self) -> float:
+        return sum(op.device_s for op in self.ops)
+
+    @property
+    def matmul_s(self) -> float:
+        return sum(op.matmul_s for op in self.ops)
+
+    @property
+    def matmul_share(self) -> float:
+        """Fraction of device time spent in matmul kernels (TensorE work), 0 when nothing ran."""
+        return self.matmul_s / self.total_s if self.total_s else 0.0
+
+    @property
+    def per_op(self) -> dict[str, OpTime]:
+        return {op.op: op for op in self.ops}
+
+    @property
+    def instance_cost_usd(self) -> float:
+        """Price of the whole instance for the device time (what a job using it alone pays)."""
+        return self.total_s * self._price() / 3600
+
+    @property
+    def cost_usd(self) -> float:
+        """Price of the one (logical) core the ops ran on, as its share of the instance's price."""
+        return self.instance_cost_usd / self.cores_per_instance
+
+    def _price(self) -> float:
+        if self.usd_per_hour is None:
+            raise SpecError(f"no on-demand price for target {self.target!r} in the hardware catalog",
+                            hint="pass instance= naming a priced instance")
+        return self.usd_per_hour
+
+    def table(self, top: int = 15) -> str:
+        """The most expensive ops, as plain text."""
+        lines = [f"device time on {self.target} (lnc={self.lnc}): {self.total_s * 1e3:.3f} ms, "
+                 f"matmul share {self.matmul_share:.1%}"]
+        for op in self.ops[:top]:
+            lines.append(f"  {op.op:<55} x{op.count:<5} {op.device_s * 1e6:12.1f} us")
+        if self.untimed:
+            lines.append(f"  untimed (ran on CPU or no kernel recipe): {sum(self.untimed.values())} ops")
+        return "\n".join(lines)
+
+
+def default_instance(target: str) -> hardware.InstanceSpec | None:
+    """The largest priced instance built from `target`'s chip (cheapest among equals), if any."""
+    core = hardware.core(target)
+    priced = [i for i in hardware.instances()
+              if i.chip is not None and i.chip.core.name == core.name and i.usd_per_hour is not None]
+    if not priced:
+        return None
+    return min(priced, key=lambda i: (-i.accelerators, i.usd_per_hour))
+
+
+class Profile:
+    """What ran on neuron inside a `profile` block; `report(target)` times it."""
+
+    def __init__(self, *, target: str, lnc: int, instance: str | None):
+        if lnc not in (1, 2):
+            raise ConfigError(f"lnc={lnc} is not a logical-core size", hint="use 1 or 2")
+        hardware.core(target)
+        self.target, self.lnc, self.instance = target, lnc, instance
+        self.counts: collections.Counter = collections.Counter()
+
+    def record(self, func, args, out) -> None:
+        """Note one eager op (called from the device's dispatch for every op while active)."""
+        self.counts[(str(func), signature(args), output_signature(out))] += 1
+
+    def record_signature(self, op: str, inputs: tuple, outputs: tuple) -> None:
+        """Note one op of a compiled graph, whose signature was taken when the graph was lowered."""
+        self.counts[(op, inputs, outputs)] += 1
+
+    def report(self, target: str | None = None, lnc: int | None = None,
+               instance: str | None = None) -> Report:
+        from trnsim.torch import devicetime, fallback
+
+        target, lnc = target or self.target, lnc or self.lnc
+        spec = hardware.instance(instance or self.instance) if (instance or self.instance) else \
+            default_instance(target)
+        if lnc == 2 and spec is not None and not spec.logical_cores:
+            raise ConfigError(f"{spec.name} has no logical cores (LNC=2)",
+                              hint="use lnc=1 or a trn2/trn3 target")
+        per_op: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0])
+        untimed: collections.Counter = collections.Counter()
+        fallen = fallback.counts()
+        for (op, inputs, outputs), count in self.counts.items():
+            launches = devicetime.launches(op, inputs, outputs)
+            if not launches and (op in fallen or not devicetime.is_free(op)):
+                untimed[op] += count
+                continue
+            times = [(launch.kernel, devicetime.launch_time_s(launch, target, lnc)) for launch in launches]
+            entry = per_op[op]
+            entry[0] += count
+            entry[1] += count * sum(t for _, t in times)
+            entry[2] += count * sum(t for kernel, t in times if kernel == "matmul")
+        ops = sorted((OpTime(op=op, count=c, device_s=s, matmul_s=m) for op, (c, s, m) in per_op.items()),
+                     key=lambda o: -o.device_s)
+        cores = None if spec is None else (spec.logical_cores if lnc == 2 else spec.cores)
+        return Report(target=target, lnc=lnc, instance=None if spec is None else spec.name,
+                      usd_per_hour=None if spec is None else spec.usd_per_hour, cores_per_instance=cores,
+                      ops=tuple(ops), untimed=dict(untimed))
+
+    @property
+    def total_s(self) -> float:
+        return self.report().total_s
+
+    @property
+    def matmul_share(self) -> float:
+        return self.report().matmul_share
+
+    @property
+    def cost_usd(self) -> float:
+        return self.report().cost_usd
+
+
+@contextlib.contextmanager
+def profile(target: str | None = None, lnc: int = 1, instance: str | None = None):
+    """Record the ops run on neuron inside the block; yields the `Profile`.
+
+    target: "trn1", "trn2" or "trn3" (default TRNSIM_TARGET, else trn2); lnc: 1 core or 2 (one
+    logical core of two physical ones); instance: whose price the cost uses (default: the largest
+    priced instance of that chip).
+    """
+    recorder = Profile(target=target or config.current().target or DEFAULT_TARGET, lnc=lnc, instance=instance)
+    token = ACTIVE.set(recorder)
+    try:
+        yield recorder
+    finally:
+        ACTIVE.reset(token)

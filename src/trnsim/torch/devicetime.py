@@ -1,0 +1,218 @@
+"""Device time of one aten op on a NeuronCore: the op is mapped to launches of the built-in NKI
+kernels (`trnsim.torch.kernels`) at its shapes, each launch is traced without values and timed by
+`trnsim.core.schedule` on the target. Nothing here knows a clock or a bandwidth.
+
+    op_time_s("aten.mm.default", (((256, 512), "float32"), ((512, 1024), "float32")),
+              (((256, 1024), "float32"),), target="trn2")
+
+A signature lists the tensor arguments as (shape, dtype name); a list argument (cat, _foreach_*)
+is a tuple of those. Times are cached per (kernel, shapes, target, lnc).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from trnsim.core import schedule
+from trnsim.nki import trace
+from trnsim.nki.jit import TensorSpec
+from trnsim.torch import kernels
+from trnsim.torch.ops import FAMILIES
+
+# torch dtypes as the device stores them (no 64-bit types on the engines).
+DEVICE_DTYPE = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16",
+                "float64": "float32", "int64": "int32", "int32": "int32", "int16": "int16", "int8": "int8",
+                "uint8": "uint8", "bool": "uint8"}
+_TILE_ELEMENTS = (128, kernels.STREAM_FREE)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch of a built-in kernel: its name, the argument specs and constants, and a count."""
+
+    kernel: str
+    args: tuple
+    count: int = 1
+
+
+def _spec(shape, dtype: str) -> TensorSpec:
+    return TensorSpec(tuple(int(n) for n in shape), DEVICE_DTYPE.get(dtype, "float32"))
+
+
+def _tiles(elements: int, dtype: str) -> TensorSpec:
+    """`elements` laid out as [tiles, P, F] streaming tiles (a small tensor is one partial tile)."""
+    partitions, free = _TILE_ELEMENTS
+    if elements >= partitions * free:
+        return _spec((math.ceil(elements / (partitions * free)), partitions, free), dtype)
+    rows = max(1, min(partitions, elements))
+    return _spec((1, rows, max(1, math.ceil(elements / rows))), dtype)
+
+
+def _numel(shape) -> int:
+    return math.prod(shape) if shape else 1
+
+
+def _matmul(m: int, k: int, n: int, dtype: str, count: int = 1) -> Launch:
+    return Launch("matmul", (_spec((k, m), dtype), _spec((k, n), dtype)), count)
+
+
+def _stream(op: str, sizes: list[int], dtype: str) -> Launch:
+    largest = max(sizes)
+    operands = [n for n in sizes if n == largest] or [largest]
+    return Launch("stream", (op, *(_tiles(largest, dtype) for _ in operands)))
+
+
+def _rows(shape, dtype: str, write_rows: bool) -> Launch:
+    cols = shape[-1] if shape else 1
+    cols = max(cols, 1)
+    return Launch("rows", (_spec((max(1, _numel(shape) // cols), cols), dtype), write_rows))
+
+
+def _copy(elements: int, dtype: str) -> Launch:
+    return Launch("copy", (_tiles(elements, dtype),))
+
+
+def is_spec(entry) -> bool:
+    """A (shape, dtype name) entry, as opposed to the tuple of entries of a list argument."""
+    return len(entry) == 2 and isinstance(entry[1], str)
+
+
+def _flat(signature) -> list[tuple]:
+    """(shape, dtype) of every tensor, list arguments flattened."""
+    found = []
+    for entry in signature:
+        found.extend([entry] if is_spec(entry) else entry)
+    return found
+
+
+def _matmul_launches(name: str, inputs, outputs) -> list[Launch]:
+    tensors = [(s, d) for s, d in inputs if len(s) >= 1]
+    with_bias = name in ("addmm", "baddbmm", "addbmm", "addmv", "_addmm_activation")
+    matrices = tensors[1:3] if with_bias else tensors[:2]
+    (a_shape, dtype), (b_shape, _) = matrices
+    k = a_shape[-1]
+    m = a_shape[-2] if len(a_shape) >= 2 else 1
+    n = b_shape[-1] if len(b_shape) >= 2 else 1
+    batch = _numel(a_shape[:-2]) if len(a_shape) > 2 else 1
+    return [_matmul(m, k, n, dtype, batch)]
+
+
+def _conv_launches(name: str, inputs, outputs) -> list[Launch]:
+    shapes = [s for s, _ in inputs]
+    dtype = inputs[0][1]
+    if name == "convolution_backward":
+        grad_out, image, weight = shapes[:3]
+        out_shape = grad_out
+    else:
+        image, weight = shapes[:2]
+        out_shape = outputs[0][0]
+    groups = max(1, image[1] // weight[1])
+    rows = out_shape[0] * _numel(out_shape[2:])
+    depth = weight[1] * _numel(weight[2:])
+    channels = weight[0] // groups
+    forward = _matmul(rows, depth, channels, dtype, groups)
+    if name != "convolution_backward":
+        return [forward]
+    return [_matmul(rows, channels, depth, dtype, groups), _matmul(depth, rows, channels, dtype, groups)]
+
+
+def _attention_launches(name: str, inputs, outputs) -> list[Launch]:
+    if name == "_fused_sdp_choice":
+        return []
+    offset = 1 if name.endswith("backward") else 0
+    (q_shape, dtype), (k_shape, _) = inputs[offset], inputs[offset + 1]
+    heads, length, depth, keys = _numel(q_shape[:-2]), q_shape[-2], q_shape[-1], k_shape[-2]
+    scores = _matmul(length, depth, keys, dtype, heads)
+    values = _matmul(length, keys, depth, dtype, heads)
+    softmax = _rows((heads * length, keys), dtype, True)
+    if offset:  # recompute scores, then dV, dP, dQ, dK
+        return [scores, values, scores, values, values, softmax]
+    return [scores, values, softmax]
+
+
+def _rowwise_launches(name: str, inputs, outputs) -> list[Launch]:
+    shape, dtype = inputs[0]
+    out_numel = _numel(outputs[0][0]) if outputs else 0
+    return [_rows(shape, dtype, out_numel >= _numel(shape))]
+
+
+def _stream_launches(op: str):
+    def launches(name: str, inputs, outputs) -> list[Launch]:
+        operands = inputs or outputs
+        if not operands:
+            return []
+        dtype = (outputs or inputs)[0][1]
+        return [_stream(op, [_numel(shape) for shape, _ in operands], dtype)]
+
+    return launches
+
+
+def _movement_launches(name: str, inputs, outputs) -> list[Launch]:
+    if not outputs:
+        return []
+    shape, dtype = outputs[0]
+    return [_copy(_numel(shape), dtype)]
+
+
+def _view_launches(name: str, inputs, outputs) -> list[Launch]:
+    """Views and metadata cost nothing on the device; copies and casts move the data once."""
+    if name in ("clone", "contiguous", "copy_", "_copy_from"):
+        return _movement_launches(name, inputs, outputs) if outputs else \
+            [_copy(_numel(inputs[0][0]), inputs[0][1])]
+    if name == "_to_copy" and outputs and inputs:
+        if outputs[0][1] != inputs[0][1]:
+            return [_stream("tensor", [_numel(inputs[0][0])], outputs[0][1])]
+        return _movement_launches(name, inputs, outputs)
+    return []
+
+
+def _foreach_launches(name: str, inputs, outputs) -> list[Launch]:
+    lists = [entry for entry in inputs if not is_spec(entry)]
+    if not lists:
+        return []
+    launches = []
+    for members in zip(*lists, strict=False):
+        launches.append(_stream("tensor", [_numel(s) for s, _ in members], members[0][1]))
+    return launches
+
+
+RECIPES = {
+    "matmul": _matmul_launches, "conv": _conv_launches, "attention": _attention_launches,
+    "norm": _rowwise_launches, "reduction": _rowwise_launches, "loss": _rowwise_launches,
+    "activation": _stream_launches("activation"), "elementwise": _stream_launches("tensor"),
+    "embedding": _movement_launches, "indexing": _movement_launches, "factory": _movement_launches,
+    "view": _view_launches, "foreach": _foreach_launches,
+}
+"""Family -> (op name, input signature, output signature) -> kernel launches."""
+
+
+def launches(op: str, inputs: tuple, outputs: tuple) -> list[Launch]:
+    """The built-in kernel launches that stand for aten op `op` (e.g. "aten.mm.default")."""
+    name = op.split(".")[1] if op.startswith("aten.") else op
+    family = FAMILIES.get(name)
+    if family is None:
+        return []
+    flat_inputs = inputs if family == "foreach" else tuple(_flat(inputs))
+    return RECIPES[family](name, flat_inputs, tuple(_flat(outputs)))
+
+
+def is_free(op: str) -> bool:
+    """Ops that cost the device nothing: views and metadata, and host-side decisions."""
+    name = op.split(".")[1] if op.startswith("aten.") else op
+    return FAMILIES.get(name) == "view" or name == "_fused_sdp_choice"
+
+
+@functools.lru_cache(maxsize=4096)
+def launch_time_s(launch: Launch, target: str, lnc: int) -> float:
+    """Seconds of one launch: its kernel traced without values and scheduled on `target`."""
+    kernel = getattr(kernels, launch.kernel)
+    recorded = trace(kernel[lnc] if lnc > 1 else kernel, *launch.args, target=target)
+    return schedule.latency_s(recorded, target) * launch.count
+
+
+@functools.lru_cache(maxsize=65536)
+def op_time_s(op: str, inputs: tuple, outputs: tuple, target: str = "trn2", lnc: int = 1) -> float:
+    """Seconds aten op `op` keeps one NeuronCore (or one logical core, lnc=2) of `target` busy."""
+    return sum(launch_time_s(launch, target, lnc) for launch in launches(op, inputs, outputs))
