@@ -44,12 +44,12 @@ def from_env() -> Settings:
                     strict=_env_flag("TRNSIM_STRICT"), debug=_env_flag("TRNSIM_DEBUG"))
 
 
-_overrides: contextvars.ContextVar[dict] = contextvars.ContextVar("trnsim_overrides", default={})
+_overrides: contextvars.ContextVar[tuple] = contextvars.ContextVar("trnsim_overrides", default=())
 
 
 def current() -> Settings:
     """The settings in force here: the environment, then any enclosing `override` blocks."""
-    return replace(from_env(), **_overrides.get())
+    return replace(from_env(), **dict(_overrides.get()))
 
 
 @contextlib.contextmanager
@@ -59,7 +59,7 @@ def override(**changes):
     unknown = sorted(set(changes) - known)
     if unknown:
         raise ConfigError(f"unknown setting(s) {unknown}", hint=f"known: {sorted(known)}")
-    token = _overrides.set({**_overrides.get(), **changes})
+    token = _overrides.set((*_overrides.get(), *changes.items()))
     try:
         yield current()
     finally:
