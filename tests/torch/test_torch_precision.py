@@ -1,0 +1,68 @@
+"""Precision as on Trainium: bf16 matmuls accumulate in fp32; fp32 -> bf16 casts round to nearest
+even, or stochastically under NEURON_RT_STOCHASTIC_ROUNDING_EN=1 (seeded by ..._SEED)."""
+
+import numpy as np
+import pytest
+import torch
+
+from trnsim import numerics
+
+
+def test_bf16_matmul_accumulates_in_fp32_and_rounds_once():
+    # 4096 products of 1 + 2^-8: a bf16 running sum stalls long before the end, fp32 does not.
+    a = torch.full((1, 4096), 1 + 2**-7, dtype=torch.bfloat16)
+    b = torch.full((4096, 1), 1 + 2**-7, dtype=torch.bfloat16)
+    exact = (a.float() @ b.float()).to(torch.bfloat16)
+    got = (a.to("neuron") @ b.to("neuron")).cpu()
+    assert got.dtype == torch.bfloat16
+    assert torch.equal(got, exact)
+    chained = torch.zeros((), dtype=torch.bfloat16)
+    for _ in range(4096):
+        chained = chained + a[0, 0] * b[0, 0]
+    assert chained.item() != got.item()
+
+
+def test_bf16_linear_and_conv_match_an_fp32_computation_rounded_once():
+    torch.manual_seed(0)
+    x, w, bias = torch.randn(8, 64), torch.randn(32, 64), torch.randn(32)
+    low = [t.to(torch.bfloat16) for t in (x, w, bias)]
+    expected = torch.nn.functional.linear(*[t.float() for t in low]).to(torch.bfloat16)
+    got = torch.nn.functional.linear(*[t.to("neuron") for t in low]).cpu()
+    assert torch.equal(got, expected)
+    image, kernel = torch.randn(1, 3, 8, 8).to(torch.bfloat16), torch.randn(4, 3, 3, 3).to(torch.bfloat16)
+    expected = torch.nn.functional.conv2d(image.float(), kernel.float()).to(torch.bfloat16)
+    assert torch.equal(torch.nn.functional.conv2d(image.to("neuron"), kernel.to("neuron")).cpu(), expected)
+
+
+def test_nearest_rounding_is_the_default_and_matches_numerics(monkeypatch):
+    monkeypatch.delenv("NEURON_RT_STOCHASTIC_ROUNDING_EN", raising=False)
+    x = torch.randn(1000) * 10
+    got = x.to("neuron").to(torch.bfloat16).cpu()
+    expected = numerics.cast(x.numpy(), "bfloat16", rounding="nearest")
+    assert np.array_equal(got.view(torch.int16).numpy(), expected.view(np.int16))
+
+
+def test_stochastic_rounding_is_unbiased_and_seeded_by_neuron_variables(monkeypatch):
+    monkeypatch.setenv("NEURON_RT_STOCHASTIC_ROUNDING_EN", "1")
+    lo, hi = 1.0, 1.0 + 2**-7
+    value = lo + 0.3 * (hi - lo)  # rounds up with probability 0.3
+    samples = 200_000
+    with numerics.stochastic_seed(7):
+        rounded = torch.full((samples,), value, device="neuron").to(torch.bfloat16).cpu().float()
+    assert set(rounded.unique().tolist()) == {lo, hi}
+    share_up = (rounded == hi).float().mean().item()
+    z = (share_up - 0.3) / np.sqrt(0.3 * 0.7 / samples)
+    assert abs(z) < 5, z
+    with numerics.stochastic_seed(7):
+        again = torch.full((samples,), value, device="neuron").to(torch.bfloat16).cpu().float()
+    assert torch.equal(again, rounded)
+    # The same switch applies to casts on the way in, and to matmul outputs in bf16.
+    with numerics.stochastic_seed(1):
+        moved = torch.full((samples,), value).to("neuron", torch.bfloat16).cpu().float()
+    assert set(moved.unique().tolist()) == {lo, hi}
+
+
+def test_stochastic_rounding_switch_rejects_bad_values(monkeypatch):
+    monkeypatch.setenv("NEURON_RT_STOCHASTIC_ROUNDING_EN", "maybe")
+    with pytest.raises(ValueError, match="NEURON_RT_STOCHASTIC_ROUNDING_EN"):
+        torch.ones(2, device="neuron").to(torch.bfloat16)
