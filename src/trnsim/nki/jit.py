@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from math import prod
 
 from trnsim import config, hardware
+from trnsim.core import blas
 from trnsim.core.machine import Launch, NeuronCore
 from trnsim.core.trace import Trace
 from trnsim.errors import ConfigError, KernelError
@@ -108,7 +109,8 @@ def run(kernel: Kernel, args, kwargs, *, target: str | None, with_values: bool):
         kind, hbm_args, hbm_kwargs = interop.to_hbm(args, kwargs, "shared_hbm" if programs > 1 else "hbm")
     finally:
         backend.deactivate(token)
-    results = _launch(kernel.fn, cores, hbm_args, hbm_kwargs)
+    with blas.limited(blas.threads_for_kernels()):
+        results = _launch(kernel.fn, cores, hbm_args, hbm_kwargs)
     kernel.last_trace = launch.trace
     interop.write_back(args, hbm_args, launch.trace, with_values)
     result = results[0]
