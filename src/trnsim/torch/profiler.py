@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import torch
 
 from trnsim import config, hardware
+from trnsim.core import schedule
+from trnsim.core.isa import MATMUL
 from trnsim.errors import ConfigError, SpecError
 
 ACTIVE: contextvars.ContextVar[Profile | None] = contextvars.ContextVar("trnsim_torch_profile", default=None)
@@ -132,6 +134,7 @@ class Profile:
         hardware.core(target)
         self.target, self.lnc, self.instance = target, lnc, instance
         self.counts: collections.Counter = collections.Counter()
+        self.kernel_traces: list[tuple[str, object]] = []
 
     def record(self, func, args, out) -> None:
         """Note one eager op (called from the device's dispatch for every op while active)."""
@@ -140,6 +143,10 @@ class Profile:
     def record_signature(self, op: str, inputs: tuple, outputs: tuple) -> None:
         """Note one op of a compiled graph, whose signature was taken when the graph was lowered."""
         self.counts[(op, inputs, outputs)] += 1
+
+    def record_trace(self, name: str, trace) -> None:
+        """Note one NKI kernel launch (`trnsim.torch.nki_call`) by its instruction trace."""
+        self.kernel_traces.append((name, trace))
 
     def report(self, target: str | None = None, lnc: int | None = None,
                instance: str | None = None) -> Report:
@@ -164,6 +171,11 @@ class Profile:
             entry[0] += count
             entry[1] += count * sum(t for _, t in times)
             entry[2] += count * sum(t for kernel, t in times if kernel == "matmul")
+        for name, trace in self.kernel_traces:
+            seconds = schedule.latency_s(trace, target)
+            matmul = seconds if any(ins.opcode in MATMUL for ins in trace) else 0.0
+            entry = per_op[name]
+            entry[0], entry[1], entry[2] = entry[0] + 1, entry[1] + seconds, entry[2] + matmul
         ops = sorted((OpTime(op=op, count=c, device_s=s, matmul_s=m) for op, (c, s, m) in per_op.items()),
                      key=lambda o: -o.device_s)
         cores = None if spec is None else (spec.logical_cores if lnc == 2 else spec.cores)

@@ -1,0 +1,41 @@
+"""NKI kernels on neuron tensors: `trnsim.torch.nki_call(kernel, *tensors)`.
+
+The kernel runs in the NKI emulator on the CPU buffers behind the neuron tensors (inputs it writes
+are updated in place, as on the device), its results come back as neuron tensors, and inside a
+`profile` block its instruction trace is charged to the device time (re-timed per target like every
+other op). This is how a custom kernel is used from a PyTorch model on Trainium; autograd does not
+see through a kernel, so wrap it in a `torch.autograd.Function` to train through it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from trnsim import nki
+from trnsim.torch import profiler
+from trnsim.torch.tensor import buffer_of, to_neuron
+
+
+def _to_device(value):
+    if isinstance(value, torch.Tensor):
+        return to_neuron(value)
+    if type(value) in (list, tuple):
+        return type(value)(_to_device(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_device(v) for k, v in value.items()}
+    return value
+
+
+def nki_call(kernel, *args, target: str | None = None, **kwargs):
+    """Run `kernel` (an `nki.jit` function) on neuron tensors; returns neuron tensors.
+
+    target: the generation to emulate (default: the active profile's, else NKI's own default).
+    """
+    active = profiler.ACTIVE.get()
+    target = target or (active.target if active is not None else None)
+    compiled = nki.jit(kernel)
+    inputs = [buffer_of(a) for a in args]
+    results = compiled(*inputs, target=target, **{k: buffer_of(v) for k, v in kwargs.items()})
+    if active is not None:
+        active.record_trace(f"nki.{compiled.__name__}", compiled.last_trace)
+    return _to_device(results)
