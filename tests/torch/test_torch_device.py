@@ -110,3 +110,11 @@ def test_views_alias_and_in_place_ops_return_the_callers_tensor():
 def test_numpy_refuses_like_a_real_device():
     with pytest.raises(TypeError, match="cpu"):
         torch.ones(2, device="neuron").numpy()
+
+
+def test_device_mismatch_error_is_documented_with_its_anchor():
+    import pathlib
+
+    docs = pathlib.Path(__file__).resolve().parents[2] / "docs" / "errors.md"
+    assert f"## {DeviceMismatchError.anchor}\n" in docs.read_text()
+    assert DeviceMismatchError.__doc__ and "Fix" in DeviceMismatchError.__doc__
