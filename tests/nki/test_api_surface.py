@@ -11,27 +11,32 @@ import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 from trnsim.errors import UnsupportedError
 
-NISA = """dma_copy dma_transpose dma_compute tensor_copy tensor_copy_predicated memset nc_n_gather local_gather
-nc_stream_shuffle sendrecv core_barrier register_alloc register_move register_load register_store nc_matmul
-nc_matmul_mx nc_transpose activation activation_reduce activate2 tensor_tensor tensor_scalar
-scalar_tensor_tensor tensor_reduce tensor_scalar_reduce tensor_scalar_cumulative tensor_tensor_scan bn_stats
-bn_aggr reciprocal exponential max8 nc_find_index8 nc_match_replace8 range_select select_reduce quantize_mx rng
-rand2 set_rng_seed rand_set_state rand_get_state dropout iota affine_select tensor_partition_reduce
-sequence_bounds nonzero_with_count topk get_nc_version get_nc_sub_version VirtualRegister engine reduce_cmd
-dge_mode oob_mode matmul_perf_mode nc_version dma_engine NkiValidationError""".split()
+NISA = """
+dma_copy dma_transpose dma_compute tensor_copy tensor_copy_predicated memset nc_n_gather
+local_gather nc_stream_shuffle sendrecv core_barrier register_alloc register_move register_load
+register_store nc_matmul nc_matmul_mx nc_transpose activation activation_reduce activate2
+tensor_tensor tensor_scalar scalar_tensor_tensor tensor_reduce tensor_scalar_reduce
+tensor_scalar_cumulative tensor_tensor_scan bn_stats bn_aggr reciprocal exponential max8
+nc_find_index8 nc_match_replace8 range_select select_reduce quantize_mx rng rand2 set_rng_seed
+rand_set_state rand_get_state dropout iota affine_select tensor_partition_reduce sequence_bounds
+nonzero_with_count topk get_nc_version get_nc_sub_version VirtualRegister engine reduce_cmd dge_mode
+oob_mode matmul_perf_mode nc_version dma_engine NkiValidationError
+""".split()
 
-NL = """ndarray zeros ones full zeros_like empty_like rand random_seed shared_constant shared_identity_matrix load
-store load_transpose2d copy matmul transpose gather_flattened where broadcast_to expand_dims ds add subtract
-multiply divide maximum minimum abs_max abs_min abs square power negative sign reciprocal exp log sqrt rsqrt
-sin cos tan arctan ceil floor trunc fmod mod relu sigmoid tanh gelu gelu_dx gelu_apprx_sigmoid
-gelu_apprx_sigmoid_dx gelu_apprx_tanh silu silu_dx softplus mish erf erf_dx softmax dropout rms_norm prelu
-bypass average sum max min mean prod var all equal not_equal less less_equal greater greater_equal
-logical_and logical_or logical_xor logical_not bitwise_and bitwise_or bitwise_xor invert left_shift
-right_shift affine_range sequential_range static_range dynamic_range fori_loop while_loop sbuf psum hbm
-private_hbm shared_hbm is_psum is_sbuf is_hbm is_on_chip program_id num_programs program_ndim device_print
-no_reorder bool_ int8 int16 int32 uint8 uint16 uint32 float16 float32 bfloat16 tfloat32 float8_e4m3
-float8_e5m2 float8_e4m3fn float8_e8m0fnu float8_e5m2_x4 float8_e4m3fn_x4 float4_e2m1fn_x4 tile_size
-NKIObject""".split()
+NL = """
+ndarray zeros ones full zeros_like empty_like rand random_seed shared_constant
+shared_identity_matrix load store load_transpose2d copy matmul transpose gather_flattened where
+broadcast_to expand_dims ds add subtract multiply divide maximum minimum abs_max abs_min abs square
+power negative sign reciprocal exp log sqrt rsqrt sin cos tan arctan ceil floor trunc fmod mod relu
+sigmoid tanh gelu gelu_dx gelu_apprx_sigmoid gelu_apprx_sigmoid_dx gelu_apprx_tanh silu silu_dx
+softplus mish erf erf_dx softmax dropout rms_norm prelu bypass average sum max min mean prod var all
+equal not_equal less less_equal greater greater_equal logical_and logical_or logical_xor logical_not
+bitwise_and bitwise_or bitwise_xor invert left_shift right_shift affine_range sequential_range
+static_range dynamic_range fori_loop while_loop sbuf psum hbm private_hbm shared_hbm is_psum is_sbuf
+is_hbm is_on_chip program_id num_programs program_ndim device_print no_reorder bool_ int8 int16
+int32 uint8 uint16 uint32 float16 float32 bfloat16 tfloat32 float8_e4m3 float8_e5m2 float8_e4m3fn
+float8_e8m0fnu float8_e5m2_x4 float8_e4m3fn_x4 float4_e2m1fn_x4 tile_size NKIObject
+""".split()
 
 UNSUPPORTED_NISA = ["dma_compute", "local_gather", "nc_matmul_mx", "activate2", "tensor_scalar_cumulative",
                     "quantize_mx", "rand2", "rand_set_state", "rand_get_state", "sequence_bounds",
