@@ -61,3 +61,20 @@ def test_selective_scan():
     B, C = (RNG.standard_normal((4, 96)).astype(np.float32) for _ in range(2))
     np.testing.assert_allclose(nki.simulate(selective_scan.selective_scan)(x, delta, A, B, C),
                                selective_scan.reference(x, delta, A, B, C), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kernel,args", [
+    (matmul.matmul_blocked, [((256, 256), "bfloat16"), ((256, 1024), "bfloat16")]),
+    (softmax.softmax_rows, [((200, 64), "float32")]),
+    (norms.layernorm, [((128, 640), "float32"), ((640,), "float32"), ((640,), "float32")]),
+    (flash_attention.flash_attention_causal, [((256, 64), "bfloat16")] * 3),
+])
+def test_trace_only_gives_the_same_trace_as_simulate(kernel, args):
+    specs = [nki.TensorSpec(shape, dtype) for shape, dtype in args]
+    arrays = [RNG.standard_normal(shape).astype(BF16 if dtype == "bfloat16" else np.float32)
+              for shape, dtype in args]
+    nki.simulate(kernel, target="trn2")(*arrays)
+    simulated = kernel.last_trace
+    traced = nki.trace(kernel, *specs, target="trn2")
+    assert len(traced) == len(simulated) > 0
+    assert traced == simulated

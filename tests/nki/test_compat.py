@@ -69,3 +69,51 @@ def test_trnsim_run_executes_an_unmodified_script(clean_aliases, tmp_path, capsy
     """))
     assert main(["run", str(script), "hello"]) == 0
     assert "sum 32.0 hello" in capsys.readouterr().out
+
+
+LIBRARY_STYLE = '''
+import numpy as np
+import nki
+import nki.isa as nisa
+import nki.language as nl
+from nki.isa import engine
+
+
+@nki.jit
+def rms_like(x, gamma):
+    """Written the way NKI-Lib kernels are: views by method, positional dst, enum engines."""
+    rows, hidden = x.shape
+    out = nl.ndarray((rows, hidden), dtype=x.dtype, buffer=nl.shared_hbm)
+    flat = x.reshape((rows, hidden)).slice(dim=0, start=0, end=rows)
+    data = nl.ndarray((rows, hidden), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=data, src=flat)
+    g = nl.ndarray((rows, hidden), dtype=gamma.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=g, src=gamma.broadcast(0, rows), dge_mode=0)
+    square = nl.ndarray((rows, hidden), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(square[...], op=nl.square, data=data)
+    total = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_reduce(total[...], nl.add, square[...], axis=1, keepdims=True)
+    eps = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=eps, value=1e-6, engine=engine.gpsimd)
+    rstd = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=rstd, op=nl.rsqrt, data=total, scale=1.0 / hidden, bias=eps)
+    result = nl.ndarray((rows, hidden), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.scalar_tensor_tensor(dst=result, data=data, op0=nl.multiply, operand0=rstd, op1=nl.multiply,
+                              operand1=g)
+    nisa.dma_copy(dst=out.flatten_dims(start_dim=0, end_dim=1).reshape((rows, hidden)), src=result)
+    return out
+'''
+
+
+def test_library_style_kernel_runs_unmodified(clean_aliases, tmp_path, monkeypatch):
+    (tmp_path / "library_style_kernel.py").write_text(LIBRARY_STYLE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import numpy as np
+    with compat.enabled():
+        module = importlib.import_module("library_style_kernel")
+        x = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
+        gamma = np.random.default_rng(1).standard_normal((1, 256)).astype(np.float32)
+        result = module.nki.simulate(module.rms_like)(x, gamma)
+    expected = x / np.sqrt((x * x).mean(1, keepdims=True) + 1e-6) * gamma
+    np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-6)
+    sys.modules.pop("library_style_kernel", None)
