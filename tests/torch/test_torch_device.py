@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 import trnsim.torch
+from trnsim.errors import UnsupportedError
 from trnsim.torch import DeviceMismatchError, NeuronTensor
 
 
@@ -21,8 +22,10 @@ def test_torch_neuron_module_answers_what_pytorch_asks():
     event = torch.neuron.Event()
     with torch.neuron.stream(stream):
         event.record(stream)
-    with pytest.raises(ValueError, match="index 1"):
+    with pytest.raises(UnsupportedError, match="neuron:1"):
         torch.neuron.set_device(1)
+    with pytest.raises(UnsupportedError, match="neuron:1"):
+        torch.ones(2).to("neuron:1")
 
 
 def test_to_and_back_keeps_values_dtype_and_shape():

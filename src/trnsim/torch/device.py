@@ -15,6 +15,7 @@ import types
 
 import torch
 
+from trnsim.errors import UnsupportedError
 from trnsim.torch import attention, autocast
 from trnsim.torch.tensor import CPU, NeuronTensor, unwrap, unwrap_args, unwrap_kwargs, wrap
 
@@ -44,7 +45,7 @@ def _module() -> types.ModuleType:
         "_is_in_bad_fork": lambda: False,
         "device_count": lambda: 1,
         "current_device": lambda: 0,
-        "set_device": _set_device,
+        "set_device": check_index,
         "synchronize": lambda device=None: None,
         # The emulator's random numbers come from the CPU generator, so runs match CPU runs.
         "manual_seed": _manual_seed,
@@ -71,16 +72,20 @@ def _manual_seed(seed: int) -> None:
     torch.default_generator.manual_seed(int(seed))
 
 
-def _set_device(device) -> None:
+def check_index(device) -> None:
+    """trnsim emulates one device, neuron:0; any other index is refused, not silently remapped."""
     index = torch.device(NAME, device).index if isinstance(device, int) else torch.device(device).index
     if index not in (None, 0):
-        raise ValueError(f"trnsim emulates one neuron device (index 0); got index {index}")
+        raise UnsupportedError(f"neuron:{index} does not exist: trnsim emulates one neuron device",
+                               what=f"neuron:{index}", hint="use neuron:0 (or plain 'neuron')")
 
 
 def _factory(op):
     """A PrivateUse1 kernel for a factory: build the values on CPU, hand them to a NeuronTensor."""
 
     def kernel(*args, **kwargs):
+        if kwargs.get("device") is not None:
+            check_index(kwargs["device"])
         kwargs["device"] = CPU
         return NeuronTensor(op(*args, **kwargs))
 
