@@ -13,10 +13,12 @@ the same trace can be timed for any generation without re-running the kernel.
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass
 
 import numpy as np
 
+from trnsim.core.hazards import HazardTracker
 from trnsim.core.isa import MATMUL, Engine
 from trnsim.core.timing import COST, core_spec
 from trnsim.core.trace import Instruction, Trace
@@ -103,64 +105,6 @@ def instruction_costs(trace: Trace, core: CoreSpec) -> list[float]:
     return seconds
 
 
-class _Memory:
-    """Last writer and readers of each byte range touched so far, per allocation.
-
-    Per allocation a list of segments [p0, p1, b0, b1, write_end, writer, read_end, reader];
-    a write drops the segments it covers, so repeated use of one tile keeps the list short.
-    """
-
-    def __init__(self):
-        self.segments: dict[int, list[list]] = {}
-        self.spans: dict[tuple, tuple[int, int, int, int]] = {}
-
-    def wait(self, ins: Instruction) -> tuple[float, int, list[tuple]]:
-        """When `ins`'s operands are ready, which instruction it waited on, and its accesses.
-
-        An access is (allocation id, p0, p1, first byte, last byte, writing); allocation ids are
-        unique across memories within a run.
-        """
-        accesses, spans = [], self.spans
-        for regions, writing in ((ins.inputs, False), (ins.outputs, True)):
-            for region in regions:
-                span_key = (region.address_bytes, region.offset, region.pattern, region.dtype_bytes)
-                span = spans.get(span_key)
-                if span is None:
-                    span = spans[span_key] = region.byte_span()
-                p0 = region.partition_start
-                accesses.append((region.buffer, p0, p0 + region.partition_count, span[0], span[1],
-                                 writing))
-        ready, blocker = 0.0, -1
-        for key, p0, p1, b0, b1, writing in accesses:
-            for seg in self.segments.get(key, ()):
-                if seg[0] < p1 and p0 < seg[1] and seg[2] <= b1 and b0 <= seg[3]:
-                    if seg[4] > ready:
-                        ready, blocker = seg[4], seg[5]
-                    if writing and seg[6] > ready:
-                        ready, blocker = seg[6], seg[7]
-        return ready, blocker, accesses
-
-    def note(self, accesses: list[tuple], end_s: float, index: int) -> None:
-        """Remember that instruction `index` (ending at `end_s`) made these accesses."""
-        for key, p0, p1, b0, b1, writing in accesses:
-            segments = self.segments.get(key)
-            if segments is None:
-                segments = self.segments[key] = []
-            if writing:
-                if segments:
-                    segments[:] = [s for s in segments if not (
-                        p0 <= s[0] and s[1] <= p1 and b0 <= s[2] and s[3] <= b1)]
-                segments.append([p0, p1, b0, b1, end_s, index, 0.0, -1])
-                continue
-            for seg in segments:
-                if seg[0] == p0 and seg[1] == p1 and seg[2] == b0 and seg[3] == b1:
-                    if end_s > seg[6]:
-                        seg[6], seg[7] = end_s, index
-                    break
-            else:
-                segments.append([p0, p1, b0, b1, 0.0, -1, end_s, index])
-
-
 class _Lanes:
     """Engine lanes and DMA queues: when each is next free and which instruction ran last."""
 
@@ -174,7 +118,7 @@ class _Lanes:
         self.dma_lanes: dict[int, list[int]] = {}
 
     def lane(self, engine: Engine, core: int, queue: int | None = None) -> int:
-        key = (engine, core, queue)
+        key = (id(engine), core, queue)  # ids hash in C; Enum members hash in Python
         lane = self.index.get(key)
         if lane is None:
             lane = self.index[key] = len(self.names)
@@ -207,16 +151,29 @@ class _Lanes:
 
 def schedule(trace: Trace, target: str | CoreSpec | None = None) -> Timeline:
     """Time `trace` on `target` (default: the target it was recorded for)."""
+    # The loop makes many small lists and tuples and no reference cycles; the cyclic collector
+    # would rescan them again and again (it doubled the time on 100k-instruction traces).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _schedule(trace, target)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _schedule(trace: Trace, target: str | CoreSpec | None) -> Timeline:
     target = trace.target if target is None else target
     core = core_spec(target)
     seconds = instruction_costs(trace, core)
     lane_of, start_s, end_s, waited_on = [], [], [], []
-    memory, lanes = _Memory(), _Lanes(core)
-    sync_s = {engine: core.costs.static_overhead_cycles / core.engines[engine.value].clock_hz
+    hazards, lanes = HazardTracker(), _Lanes(core)
+    sync_s = {id(engine): core.costs.static_overhead_cycles / core.engines[engine.value].clock_hz
               for engine in Engine if engine.value in core.engines}
     dma, free, last = Engine.DMA, lanes.free_s, lanes.last
     for index, ins in enumerate(trace):
-        ready, blocker, accesses = memory.wait(ins)
+        accesses = hazards.accesses(ins.inputs, ins.outputs)
+        ready, blocker = hazards.ready(accesses)
         engine = ins.engine
         lane = lanes.dma(ins, ready) if engine is dma else lanes.lane(engine, ins.core)
         start = free[lane]
@@ -224,7 +181,7 @@ def schedule(trace: Trace, target: str | CoreSpec | None = None) -> Timeline:
             # Waiting on another instruction costs a semaphore, except inside a matmul
             # accumulation group, which the PE array and PSUM pipeline in place.
             pipelined = ins.opcode in MATMUL and trace[blocker].opcode in MATMUL
-            start = ready if pipelined else ready + sync_s.get(engine, 0.0)
+            start = ready if pipelined else ready + sync_s.get(id(engine), 0.0)
             waited_on.append(blocker)
         else:
             waited_on.append(last[lane])
@@ -233,7 +190,7 @@ def schedule(trace: Trace, target: str | CoreSpec | None = None) -> Timeline:
         lane_of.append(lane)
         start_s.append(start)
         end_s.append(end)
-        memory.note(accesses, end, index)
+        hazards.record(accesses, end, index)
     name = target if isinstance(target, str) else core.name
     return Timeline(trace=trace, core=core, target=name, lanes=tuple(lanes.names),
                     lane_engines=tuple(lanes.engines),
