@@ -209,3 +209,21 @@ def test_double_row_needs_fp8_and_gen3():
         p = nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.psum)
         nisa.nc_matmul(dst=p, stationary=a, moving=a, perf_mode=nisa.matmul_perf_mode.double_row)  # MARK-DR
     assert "fp8" in str(expect(DTypeError, "MARK-DR", kernel, X))
+
+
+def test_matmul_tile_size_and_position_rules():
+    def kernel(x, size, position):
+        a = nl.zeros((32, 32), dtype=nl.bfloat16)
+        p = nl.ndarray((32, 32), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=p, stationary=a, moving=a, tile_size=size, tile_position=position)  # MARK-TILE
+    nki.simulate(kernel, target="trn2")(X, (32, 32), (96, 32))
+    assert "tile_size" in str(expect(ShapeError, "MARK-TILE", lambda x: kernel(x, (32, 32), (0, 0)), X,
+                                     target="trn1"))
+    assert "multiples" in str(expect(ShapeError, "MARK-TILE", lambda x: kernel(x, (64, 64), (32, 0)), X))
+
+
+def test_lnc_exchange_needs_trn2_or_later():
+    def kernel(x):
+        t = nl.zeros((4, 4), dtype=nl.float32)
+        nisa.core_barrier(data=t, cores=(0, 1))  # MARK-LNC
+    assert "generation 3" in str(expect(UnsupportedError, "MARK-LNC", kernel, X, target="trn1"))

@@ -100,6 +100,7 @@ def _matmul(ins: Instruction, core) -> None:
         if value > limit:
             _fail(ShapeError, ins, f"{label} is {value}; the limit on {core.name} is {limit}",
                   hint="tile the matmul")
+    _matmul_tiling(ins, core, stationary.partition_count, m_free)
     if ins.param("is_transpose"):
         return
     if dst.partition_count != m_free or _free(dst) != n_free:
@@ -107,6 +108,26 @@ def _matmul(ins: Instruction, core) -> None:
               f"stationary.T @ moving is [{m_free}, {n_free}]")
     _matmul_dtypes(ins, core, stationary.dtype, moving.dtype, dst.dtype)
     _psum_bank(ins, core, dst)
+
+
+def _matmul_tiling(ins: Instruction, core, rows: int, cols: int) -> None:
+    """tile_size from {128, 64} (and 32 from generation 3), positions on multiples of it."""
+    size, position = ins.param("tile_size") or (), ins.param("tile_position") or ()
+    if not size and not position:
+        return
+    if ins.param("perf_mode") == "double_row":
+        _fail(ShapeError, ins, "perf_mode=double_row cannot be combined with tile_position/tile_size")
+    full = core.partitions
+    allowed = {full, full // 2} | ({full // 4} if core.generation >= 3 else set())
+    size = tuple(size) or (full, full)
+    if len(size) != 2 or any(s not in allowed for s in size):
+        _fail(ShapeError, ins, f"tile_size={size}; {_describe(core)} allows sizes {sorted(allowed)}")
+    position = tuple(position) or (0, 0)
+    if len(position) != 2 or any(p % s or not 0 <= p < full for p, s in zip(position, size, strict=True)):
+        _fail(ShapeError, ins, f"tile_position={position} must be multiples of tile_size={size} inside "
+              f"the {full}x{full} array")
+    if rows > size[0] or cols > size[1]:
+        _fail(ShapeError, ins, f"a [{rows}, {cols}] stationary tile does not fit tile_size={size}")
 
 
 def _matmul_dtypes(ins: Instruction, core, a: str, b: str, dst: str) -> None:

@@ -147,8 +147,8 @@ SPECS: dict[Opcode, InstructionSpec] = {s.opcode: s for s in (
     _spec(Opcode.REGISTER_MOVE, Engine.SYNC),
     _spec(Opcode.REGISTER_LOAD, Engine.SYNC, reads=_ANY - _PSUM),
     _spec(Opcode.REGISTER_STORE, Engine.SYNC, writes=_ANY - _PSUM),
-    _spec(Opcode.SENDRECV, Engine.DMA, reads=_ANY - _PSUM, writes=_ANY - _PSUM),
-    _spec(Opcode.CORE_BARRIER, _G, reads=_ANY, writes=_ANY),
+    _spec(Opcode.SENDRECV, Engine.DMA, reads=_ANY - _PSUM, writes=_ANY - _PSUM, first_generation=3),
+    _spec(Opcode.CORE_BARRIER, _G, reads=_ANY, writes=_ANY, first_generation=3),
 )}
 
 # Groups by what the instruction does, for rules that treat a family alike.
