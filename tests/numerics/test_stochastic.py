@@ -137,3 +137,11 @@ def test_stochastic_to_int_is_unbiased():
     draws = cast(np.full(DRAWS, 2.25), "int8", rounding="stochastic", seed=3).astype(np.float64)
     assert set(np.unique(draws)) == {2.0, 3.0}
     assert abs(draws.mean() - 2.25) < 4 * draws.std() / np.sqrt(DRAWS)
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "tfloat32", "float16", "float8_e4m3", "float8_e4m3fn"])
+def test_every_nan_payload_stays_nan_under_stochastic_rounding(name):
+    # payloads only in the low bits, or all ones, are where adding random bits could carry wrongly
+    nans = np.uint32([0x7F800001, 0xFF800001, 0x7FFFFFFF, 0xFFFFFFFF, 0x7FC00000]).view(np.float32)
+    y = cast(np.tile(nans, 20_000), name, rounding="stochastic", seed=0).astype(np.float32)
+    assert np.isnan(y).all()
