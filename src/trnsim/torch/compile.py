@@ -1,7 +1,7 @@
 """`torch.compile(model, backend="neuron")`: AOTAutograd splits forward and backward into aten
-graphs; each is lowered to the emulator's kernels (the same table eager mode uses). The shapes of
-every node are taken once, when the graph is lowered, so a profile charges a whole graph per call
-(`LoweredGraph.device_s` gives the graph-level time directly).
+graphs; each is lowered to the emulator's kernels (the same table eager mode uses). Inside a
+profile every node is charged at the shapes it runs with; `LoweredGraph.device_s` gives a graph's
+time at the shapes it was traced with, without running it.
 
 AOTAutograd hands the compiled graphs the CPU buffers inside the neuron tensors, so factory nodes
 that name `device=neuron` are rewritten to the buffers' device before the graph runs.
@@ -36,18 +36,28 @@ def rewrite_devices(graph: fx.Graph) -> int:
     return changed
 
 
+def _example(value):
+    """A traced value as a plain-shaped stand-in: symbolic sizes take the size they were traced at."""
+    if isinstance(value, torch.Tensor):
+        shape = tuple(n if isinstance(n, int) else n.node.hint for n in value.shape)
+        return torch.empty(shape, dtype=value.dtype, device="meta")
+    if isinstance(value, list | tuple):
+        return [_example(v) for v in value]
+    return value
+
+
 def _value(arg):
     if isinstance(arg, fx.Node):
-        return arg.meta.get("val")
+        return _example(arg.meta.get("val"))
     if isinstance(arg, list | tuple):
         return [_value(a) for a in arg]
     return arg
 
 
 def _signature(node: fx.Node) -> tuple[str, tuple, tuple]:
-    """The op and the (shape, dtype) of its tensor inputs and outputs, from the traced values."""
-    inputs = profiler.signature([_value(a) for a in (*node.args, *node.kwargs.values())])
-    return str(node.target), inputs, profiler.output_signature(node.meta.get("val"))
+    """The op and the (shape, dtype) of its tensor inputs and outputs, at the traced sizes."""
+    inputs = profiler.signature([_value(a) for a in node.args])
+    return str(node.target), inputs, profiler.output_signature(_example(node.meta.get("val")))
 
 
 class LoweredGraph(fx.Interpreter):
@@ -59,12 +69,16 @@ class LoweredGraph(fx.Interpreter):
                  if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)]
         self.signatures = [_signature(n) for n in calls]
         self._kernels = {n.target: ops.kernel_for(n.target) for n in calls}
+        self.active: profiler.Profile | None = None
 
     def call_function(self, target, args, kwargs):
         kernel = self._kernels.get(target)
         if kernel is None:
             return target(*args, **kwargs)
-        return kernel(target, args, kwargs)
+        out = kernel(target, args, kwargs)
+        if self.active is not None:
+            self.active.record(target, args, out)
+        return out
 
     def device_s(self, target: str = "trn2", lnc: int = 1) -> float:
         """Device time of one run of this graph on `target`, from its nodes' shapes."""
@@ -74,11 +88,11 @@ class LoweredGraph(fx.Interpreter):
                    for op, inputs, outputs in self.signatures)
 
     def __call__(self, args):
-        active = profiler.ACTIVE.get()
-        if active is not None:
-            for op, inputs, outputs in self.signatures:
-                active.record_signature(op, inputs, outputs)
-        return self.boxed_run(args)
+        self.active = profiler.ACTIVE.get()
+        try:
+            return self.boxed_run(args)
+        finally:
+            self.active = None
 
 
 def lower(gm: fx.GraphModule, example_inputs) -> LoweredGraph:

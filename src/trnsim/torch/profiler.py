@@ -140,10 +140,6 @@ class Profile:
         """Note one eager op (called from the device's dispatch for every op while active)."""
         self.counts[(str(func), signature(args), output_signature(out))] += 1
 
-    def record_signature(self, op: str, inputs: tuple, outputs: tuple) -> None:
-        """Note one op of a compiled graph, whose signature was taken when the graph was lowered."""
-        self.counts[(op, inputs, outputs)] += 1
-
     def record_trace(self, name: str, trace) -> None:
         """Note one NKI kernel launch (`trnsim.torch.nki_call`) by its instruction trace."""
         self.kernel_traces.append((name, trace))
