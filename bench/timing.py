@@ -8,7 +8,8 @@ The trace is the matmul tutorial's tiled kernel at [4096,8192] @ [8192,8192] (99
 instructions: DMAs, matmuls, copies), recorded once in trace-only mode. The baseline, measured in
 the same run and interleaved with the scheduler runs, is one bare pass over the same trace that
 reads every operand's allocation and partitions: the floor any per-instruction Python loop pays.
-Medians of the repeats are reported, so machine load affects both sides alike.
+Rates use the process's CPU time (medians of the repeats), since other jobs on a shared machine
+inflate wall time; the wall-clock rate is reported beside it.
 """
 
 from __future__ import annotations
@@ -32,10 +33,11 @@ from trnsim.core.schedule import schedule  # noqa: E402
 GOAL_PER_S = 200_000
 
 
-def timed(fn) -> float:
-    start = time.perf_counter()
+def timed(fn) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process) of one call."""
+    start, cpu = time.perf_counter(), time.process_time()
     fn()
-    return time.perf_counter() - start
+    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def bare_pass(trace) -> int:
@@ -72,20 +74,21 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     trace = tutorial.traces("tutorial", kernels=[tutorial.matmul_tiled])["matmul_tiled"]
     schedule(trace, "trn1")  # warm-up: imports, cost tables
-    scheduler_s, bare_s = [], []
+    scheduler, bare = [], []
     for _ in range(args.repeats):
-        scheduler_s.append(timed(lambda: schedule(trace, "trn1")))
-        bare_s.append(timed(lambda: bare_pass(trace)))
-    rate = len(trace) / statistics.median(scheduler_s)
-    baseline = len(trace) / statistics.median(bare_s)
+        scheduler.append(timed(lambda: schedule(trace, "trn1")))
+        bare.append(timed(lambda: bare_pass(trace)))
+    # CPU time of this single-threaded process: other jobs on a shared machine inflate wall time
+    rate = len(trace) / statistics.median(cpu for _, cpu in scheduler)
+    baseline = len(trace) / statistics.median(cpu for _, cpu in bare)
     report = {
-        "id": "timing", "measure": f"instructions scheduled per second ({len(trace)}-instruction "
+        "id": "timing", "measure": f"instructions scheduled per CPU second ({len(trace)}-instruction "
                                    "tiled-matmul trace, trn1)",
         "value": round(rate),
-        "baseline": {"name": "bare Python pass reading every operand (instructions/s)",
+        "baseline": {"name": "bare Python pass reading every operand (instructions per CPU second)",
                      "value": round(baseline)},
         "ratio": round(rate / baseline, 4), "goal": f"value >= {GOAL_PER_S}",
-        "best_run_per_s": round(len(trace) / min(scheduler_s)),
+        "wall_per_s": round(len(trace) / statistics.median(wall for wall, _ in scheduler)),
         "timing_only": timing_only_blocked(),
         "machine": machine(),
     }

@@ -109,51 +109,57 @@ class HazardTracker:
     """Read-after-write, write-after-read and write-after-write waits over a whole trace."""
 
     def __init__(self):
-        self.writes: dict[int, _Boxes] = {}
-        self.reads: dict[int, _Boxes] = {}
-        self.boxes: dict[tuple, Box] = {}
+        self.tracks: dict[int, tuple[_Boxes, _Boxes]] = {}  # allocation -> (writes, reads)
+        self.regions: dict[tuple, tuple[Box, int]] = {}
+        self.shapes: dict[tuple, int] = {}
 
-    def accesses(self, inputs: tuple[Region, ...], outputs: tuple[Region, ...]) -> list[tuple]:
-        """(allocation id, box, writing) per operand; allocation ids are unique within a run."""
-        found, boxes = [], self.boxes
-        for regions, writing in ((inputs, False), (outputs, True)):
+    def operands(self, ins) -> tuple[tuple, list[tuple]]:
+        """The operands' shapes (ids that ignore addresses, for cost caching) and accesses.
+
+        An access is (writes, reads, box, writing): the two box lists of the operand's
+        allocation (allocation ids are unique within a run) and the box it touches.
+        """
+        shapes, found, known, tracks = [len(ins.inputs)], [], self.regions, self.tracks
+        for regions, writing in ((ins.inputs, False), (ins.outputs, True)):
             for region in regions:
-                key = (region.memory is Memory.HBM, region.address_bytes, region.offset,
-                       region.pattern, region.dtype_bytes, region.partition_start,
-                       region.partition_count)
-                box = boxes.get(key)
-                if box is None:
-                    box = boxes[key] = region_box(region)
-                found.append((region.buffer, box, writing))
-        return found
+                key = (region.address_bytes, region.offset, region.pattern, region.dtype_bytes,
+                       region.partition_start, region.partition_count, region.dtype,
+                       id(region.memory))  # Enum members hash in Python, ids in C
+                info = known.get(key)
+                if info is None:
+                    shape = (id(region.memory), region.partition_count, region.pattern,
+                             region.dtype, region.dtype_bytes)
+                    info = known[key] = (region_box(region),
+                                         self.shapes.setdefault(shape, len(self.shapes)))
+                track = tracks.get(region.buffer)
+                if track is None:
+                    track = tracks[region.buffer] = (_Boxes(), _Boxes())
+                shapes.append(info[1])
+                found.append((track[0], track[1], info[0], writing))
+        return tuple(shapes), found
 
-    def ready(self, accesses: list[tuple]) -> tuple[float, int]:
+    @staticmethod
+    def ready(accesses: list[tuple]) -> tuple[float, int]:
         """When every operand is safe to use, and the instruction that decided it (-1: none)."""
         ready, blocker = 0.0, -1
-        for buffer, box, writing in accesses:
-            tables = (self.writes, self.reads) if writing else (self.writes,)
-            for table in tables:
-                boxes = table.get(buffer)
-                if boxes is None:
-                    continue
-                for item in boxes.meeting(box):
-                    if item[2] > ready:
-                        ready, blocker = item[2], item[3]
+        for writes, reads, box, writing in accesses:
+            waits = writes.meeting(box) if writes.items else ()
+            if writing and reads.items:
+                waits = [*waits, *reads.meeting(box)]
+            for item in waits:
+                if item[2] > ready:
+                    ready, blocker = item[2], item[3]
         return ready, blocker
 
-    def record(self, accesses: list[tuple], end_s: float, index: int) -> None:
+    @staticmethod
+    def record(accesses: list[tuple], end_s: float, index: int) -> None:
         """Remember that instruction `index`, ending at `end_s`, made these accesses."""
-        for buffer, box, writing in accesses:
+        for writes, reads, box, writing in accesses:
             if writing:
-                reads = self.reads.get(buffer)
-                if reads is not None:
+                if reads.items:
                     reads.drop_covered(box)
-                table = self.writes
+                if writes.items:
+                    writes.drop_covered(box)
+                writes.add(box, end_s, index, keep_later=False)
             else:
-                table = self.reads
-            boxes = table.get(buffer)
-            if boxes is None:
-                boxes = table[buffer] = _Boxes()
-            elif writing:
-                boxes.drop_covered(box)
-            boxes.add(box, end_s, index, keep_later=not writing)
+                reads.add(box, end_s, index, keep_later=True)

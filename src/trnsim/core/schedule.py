@@ -79,30 +79,22 @@ def lane_name(engine: Engine, core: int, queue: int | None = None) -> str:
     return name if core == 0 else f"nc{core}.{name}"
 
 
-def _signature(ins: Instruction) -> tuple:
-    """What an instruction's cost depends on: no addresses, so repeated shapes share a key."""
-    # Enum members hash in Python; their ids (stable singletons) hash in C.
-    regions = tuple([(id(r.memory), r.partition_count, r.pattern, r.dtype, r.dtype_bytes)
-                     for r in ins.outputs + ins.inputs])
-    return id(ins.opcode), id(ins.engine), regions, tuple(ins.params.items())
+class _Costs:
+    """Seconds per instruction, computed once per distinct (opcode, engine, shapes, params)."""
 
+    def __init__(self, core: CoreSpec):
+        self.core = core
+        self.cache: dict[tuple, float] = {}
 
-def instruction_costs(trace: Trace, core: CoreSpec) -> list[float]:
-    """Seconds of each instruction, computing each distinct shape once."""
-    cache: dict[tuple, float] = {}
-    seconds = []
-    for ins in trace:
-        key = _signature(ins)
+    def seconds(self, ins: Instruction, shapes: tuple) -> float:
+        key = (id(ins.opcode), id(ins.engine), shapes, tuple(ins.params.items()))
         try:
-            cost = cache.get(key)
+            cost = self.cache.get(key)
         except TypeError:  # a parameter that is not hashable (a list): cost it every time
-            key = cost = None
+            return float(COST[ins.opcode](ins, self.core))
         if cost is None:
-            cost = float(COST[ins.opcode](ins, core))
-            if key is not None:
-                cache[key] = cost
-        seconds.append(cost)
-    return seconds
+            cost = self.cache[key] = float(COST[ins.opcode](ins, self.core))
+        return cost
 
 
 class _Lanes:
@@ -165,14 +157,14 @@ def schedule(trace: Trace, target: str | CoreSpec | None = None) -> Timeline:
 def _schedule(trace: Trace, target: str | CoreSpec | None) -> Timeline:
     target = trace.target if target is None else target
     core = core_spec(target)
-    seconds = instruction_costs(trace, core)
+    costs = _Costs(core)
     lane_of, start_s, end_s, waited_on = [], [], [], []
     hazards, lanes = HazardTracker(), _Lanes(core)
     sync_s = {id(engine): core.costs.static_overhead_cycles / core.engines[engine.value].clock_hz
               for engine in Engine if engine.value in core.engines}
     dma, free, last = Engine.DMA, lanes.free_s, lanes.last
     for index, ins in enumerate(trace):
-        accesses = hazards.accesses(ins.inputs, ins.outputs)
+        shapes, accesses = hazards.operands(ins)
         ready, blocker = hazards.ready(accesses)
         engine = ins.engine
         lane = lanes.dma(ins, ready) if engine is dma else lanes.lane(engine, ins.core)
@@ -185,7 +177,7 @@ def _schedule(trace: Trace, target: str | CoreSpec | None) -> Timeline:
             waited_on.append(blocker)
         else:
             waited_on.append(last[lane])
-        end = start + seconds[index]
+        end = start + costs.seconds(ins, shapes)
         free[lane], last[lane] = end, index
         lane_of.append(lane)
         start_s.append(start)
