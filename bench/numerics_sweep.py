@@ -39,9 +39,11 @@ def excluded(x: np.ndarray, fmt) -> np.ndarray:
 
 
 def mismatches(ours: np.ndarray, ref: np.ndarray, fmt) -> int:
-    ours, ref = ours.view(fmt.code_dtype).astype(np.uint32), ref.view(fmt.code_dtype).astype(np.uint32)
-    nan_ours, nan_ref = np.isnan(decode(ours, fmt)), np.isnan(decode(ref, fmt))
-    return int(np.count_nonzero((nan_ours != nan_ref) | ((ours != ref) & ~nan_ref)))
+    """Codes that differ, unless both are NaN (payloads are not compared)."""
+    ours, ref = ours.view(fmt.code_dtype), ref.view(fmt.code_dtype)
+    differ = np.flatnonzero(ours != ref)
+    is_nan = np.isnan(decode(np.arange(1 << fmt.bits), fmt))  # one entry per code
+    return int(np.count_nonzero(~(is_nan[ours[differ]] & is_nan[ref[differ]])))
 
 
 def sweep_chunk(task: tuple[str, int, int]) -> dict:
@@ -62,14 +64,17 @@ def sweep(names, workers: int, chunk_bits: int) -> list[dict]:
     tasks = [(name, start, chunk) for name in names for start in range(0, 1 << 32, chunk)]
     totals = {name: {"format": name, "inputs": 0, "compared": 0, "excluded": 0, "generic": 0, "fast": 0}
               for name in names}
-    with Progress(transient=True) as progress, ProcessPoolExecutor(workers) as pool:
+    with Progress(transient=True, disable=not sys.stderr.isatty()) as progress, \
+            ProcessPoolExecutor(workers) as pool:
         bar = progress.add_task("2^32 sweep", total=len(tasks))
-        for (name, _, size), part in zip(tasks, pool.map(sweep_chunk, tasks), strict=True):
+        for (name, start, size), part in zip(tasks, pool.map(sweep_chunk, tasks), strict=True):
             row = totals[name]
             row["inputs"] += size
             for key in ("compared", "excluded", "generic", "fast"):
                 row[key] += part[key]
             progress.advance(bar)
+            if start + size == 1 << 32 and not sys.stderr.isatty():
+                print(f"{name}: {row['generic']} + {row['fast']} mismatches", file=sys.stderr, flush=True)
     return [{**row, "mismatches_generic": row.pop("generic"), "mismatches_fast": row.pop("fast")}
             for row in totals.values()]
 

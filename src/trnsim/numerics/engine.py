@@ -41,11 +41,11 @@ def encode(x32: np.ndarray, fmt: FloatFormat, *, saturate: bool = False,
     return out.reshape(np.shape(x32))
 
 
-def _significand(mag: np.ndarray, fmt: FloatFormat) -> tuple[np.ndarray, np.ndarray]:
+def _significand(mag: np.ndarray, fmt: FloatFormat, work: type) -> tuple[np.ndarray, np.ndarray]:
     """(sig, e) with |x| = sig * 2^(e - 23); float32 subnormals are normalised when the target
     reaches below float32's normal range (only E8M0, whose smallest value is 2^-127)."""
-    field = (mag >> 23).astype(np.int64)
-    sig = (mag & 0x7FFFFF).astype(np.int64) | np.where(field > 0, 1 << 23, 0)
+    field = (mag >> 23).astype(work)
+    sig = (mag & 0x7FFFFF).astype(work) | np.where(field > 0, work(1 << 23), work(0))
     e = np.maximum(field, 1) - 127
     if fmt.emin < -126:
         sub = (field == 0) & (sig != 0)
@@ -58,12 +58,13 @@ def _significand(mag: np.ndarray, fmt: FloatFormat) -> tuple[np.ndarray, np.ndar
 
 def _round_sig(sig, shift, random_bits):
     """sig >> shift rounded to nearest even, or stochastically with uniform random low bits."""
-    mask = (np.int64(1) << shift) - 1
+    one = sig.dtype.type(1)
+    mask = (one << shift) - one
     if random_bits is not None:
-        return (sig + (random_bits.astype(np.int64) & mask)) >> shift
+        return (sig + (random_bits.astype(sig.dtype) & mask)) >> shift
     q = sig >> shift
     rem = sig & mask
-    half = np.int64(1) << np.maximum(shift - 1, 0)
+    half = one << np.maximum(shift - one, 0)
     return q + ((rem > half) | ((rem == half) & ((q & 1) == 1)))
 
 
@@ -71,7 +72,9 @@ def _encode_chunk(bits: np.ndarray, fmt: FloatFormat, saturate: bool, random_bit
     m = fmt.mantissa_bits
     mag = bits & np.uint32(0x7FFFFFFF)
     negative = (bits >> 31).astype(bool)
-    sig, e = _significand(mag, fmt)
+    # RNE fits in int32 (sig < 2^24, shift <= 25); SR adds up to 62 random bits, so int64.
+    work = np.int32 if random_bits is None else np.int64
+    sig, e = _significand(mag, fmt, work)
     e_q = np.maximum(e, fmt.emin)
     # SR needs the full discarded width (up to 62 bits keeps P(up) exact to 2^-38); RNE caps at 25
     # because sig < 2^24 then lies below half a quantum and rounds to zero anyway.
@@ -92,7 +95,7 @@ def _encode_chunk(bits: np.ndarray, fmt: FloatFormat, saturate: bool, random_bit
         code = np.where(mag == 0, fmt.nan_code, code)
     if not fmt.signed:  # negative values have no code either
         return np.where(negative & (mag != 0), fmt.nan_code, code).astype(np.uint32)
-    sign_bit = np.int64(1) << (fmt.exponent_bits + m)
+    sign_bit = work(1) << (fmt.exponent_bits + m)
     return (code | np.where(negative, sign_bit, 0)).astype(np.uint32)
 
 
