@@ -7,7 +7,7 @@ from trnsim import hardware
 from trnsim.core.isa import Engine, Memory, Opcode
 from trnsim.core.schedule import latency_s, schedule
 from trnsim.core.timing import instruction_seconds
-from trnsim.core.trace import Trace
+from trnsim.core.trace import Region, Trace
 from trnsim.errors import ConfigError
 
 SBUF, PSUM, HBM = Memory.SBUF, Memory.PSUM, Memory.HBM
@@ -146,3 +146,27 @@ def test_the_trace_is_timed_for_its_own_target_by_default():
     trace = dma_bound_trace("trn3", tiles=4)
     assert schedule(trace).latency_s == schedule(trace, "trn3").latency_s
     assert schedule(trace).target == "trn3"
+
+
+def _hbm_tile(buffer: int, row: int, column: int, rows: int = 128, columns: int = 512,
+              pitch: int = 4096):
+    """A rows x columns window of a row-major HBM tensor with `pitch` elements per row."""
+    return Region(memory=HBM, buffer=buffer, name="out", address_bytes=0, partition_start=0,
+                  partition_count=1, pattern=((pitch, rows), (1, columns)),
+                  offset=row * pitch + column, dtype="bfloat16", dtype_bytes=2)
+
+
+def test_stores_to_neighbouring_column_tiles_of_one_hbm_tensor_are_independent():
+    stores = [load(_hbm_tile(55, 0, 512 * n), region(SBUF, 512)) for n in range(3)]
+    timeline = schedule(Trace("trn1", stores), "trn1")
+    assert (timeline.start_s == 0.0).all()
+
+
+def test_reading_back_an_hbm_tile_waits_for_the_store_that_wrote_it():
+    store = load(_hbm_tile(56, 128, 512), region(SBUF, 512))
+    other = load(region(SBUF, 512), _hbm_tile(56, 0, 512))       # rows above: independent
+    overlapping = load(region(SBUF, 64), _hbm_tile(56, 200, 600, rows=8, columns=64))
+    timeline = schedule(Trace("trn1", [store, other, overlapping]), "trn1")
+    assert timeline.start_s[1] == 0.0
+    assert timeline.start_s[2] >= timeline.end_s[0]
+    assert timeline.waited_on[2] == 0
