@@ -19,8 +19,13 @@ def clean_aliases():
 
 
 def test_aliases_are_off_by_default(clean_aliases):
-    with pytest.raises(ModuleNotFoundError):
-        importlib.import_module("nki")
+    try:
+        module = importlib.import_module("nki")
+    except ModuleNotFoundError:
+        module = None
+    # Only a namespace directory called nki (such as tests/nki on sys.path) may be found, never trnsim.
+    assert module is None or not hasattr(module, "jit")
+    sys.modules.pop("nki", None)
 
 
 def test_enabled_block_maps_new_and_old_namespaces(clean_aliases):

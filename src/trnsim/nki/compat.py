@@ -4,8 +4,9 @@
     trnsim.nki.compat.enable()        # or: with trnsim.nki.compat.enabled(): ...
     import nki, nki.language as nl, nki.isa as nisa    # these are trnsim.nki modules now
 
-or from the shell: `trnsim run kernel_script.py`. The aliases cover `nki`, `nki.language`,
-`nki.isa`, `nki.typing` and the old `neuronxcc.nki` paths. They are installed by an import hook
+or from the shell: `trnsim run kernel_script.py`. The aliases cover `nki` and every
+`nki.<module>` trnsim has (`nki.language`, `nki.isa`, `nki.typing`, ...) and the same under the
+old `neuronxcc.nki` path. They are installed by an import hook
 (no top-level package named `nki` exists in trnsim), and enabling refuses when a real `nki` or
 `neuronxcc` is importable, so a real installation is never shadowed silently.
 """
@@ -22,16 +23,6 @@ import types
 
 from trnsim.errors import ConfigError
 
-ALIASES = {
-    "nki": "trnsim.nki",
-    "nki.language": "trnsim.nki.language",
-    "nki.isa": "trnsim.nki.isa",
-    "nki.typing": "trnsim.nki.typing",
-    "neuronxcc.nki": "trnsim.nki",
-    "neuronxcc.nki.language": "trnsim.nki.language",
-    "neuronxcc.nki.isa": "trnsim.nki.isa",
-    "neuronxcc.nki.typing": "trnsim.nki.typing",
-}
 _NAMESPACES = ("neuronxcc",)
 
 
@@ -50,15 +41,24 @@ class _AliasLoader(importlib.abc.Loader):
         """The target module is already executed."""
 
 
+def alias_target(fullname: str) -> str | None:
+    """The trnsim module an aliased name stands for: nki[.x] and neuronxcc.nki[.x] -> trnsim.nki[.x]."""
+    for prefix in ("nki", "neuronxcc.nki"):
+        if fullname == prefix or fullname.startswith(prefix + "."):
+            return "trnsim.nki" + fullname[len(prefix):]
+    return None
+
+
 class AliasFinder(importlib.abc.MetaPathFinder):
-    """Resolves the alias names, and only them, to trnsim modules."""
+    """Resolves the alias names, and only them, to trnsim modules (one module object per name)."""
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname in ALIASES:
-            return importlib.machinery.ModuleSpec(fullname, _AliasLoader(ALIASES[fullname]), is_package=True)
         if fullname in _NAMESPACES:
             return importlib.machinery.ModuleSpec(fullname, _AliasLoader(None), is_package=True)
-        return None
+        target_name = alias_target(fullname)
+        if target_name is None or importlib.util.find_spec(target_name) is None:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(target_name), is_package=True)
 
 
 def _finder() -> AliasFinder | None:
@@ -69,12 +69,13 @@ def _real_installation() -> str | None:
     """Where a real nki/neuronxcc would be imported from, if one exists."""
     for name in ("nki", "neuronxcc"):
         module = sys.modules.get(name)
-        if module is not None and not module.__name__.startswith("trnsim") and name not in _NAMESPACES:
-            return getattr(module, "__file__", name)
+        ours = module is not None and module.__name__.startswith("trnsim")
+        if module is not None and not ours and getattr(module, "__file__", None) and name not in _NAMESPACES:
+            return module.__file__
         if module is None:
             spec = importlib.util.find_spec(name)
-            if spec is not None:
-                return spec.origin or name
+            if spec is not None and spec.origin not in (None, "namespace"):  # a bare directory is no install
+                return spec.origin
     return None
 
 
@@ -95,7 +96,7 @@ def disable() -> None:
     if finder is not None:
         sys.meta_path.remove(finder)
     for name in list(sys.modules):
-        if name in ALIASES or name in _NAMESPACES:
+        if name in _NAMESPACES or alias_target(name) is not None:
             del sys.modules[name]
 
 
