@@ -66,3 +66,12 @@ def test_unsupported_names_raise_and_are_documented(module, name):
 def test_nl_functions_are_operator_names():
     assert nisa.op_name(nl.add) == "add" and nisa.op_name(nl.exp) == "exp"
     assert nisa.op_name(np.maximum) == "maximum" and nisa.op_name("multiply") == "multiply"
+
+
+@pytest.mark.parametrize("name", ["all_reduce", "all_gather", "rank_id", "ReplicaGroup"])
+def test_collectives_import_but_raise(name):
+    from trnsim.nki import collectives
+    assert set(collectives.NAMES) <= set(dir(collectives))
+    with pytest.raises(UnsupportedError, match=f"nki.collectives.{name}"):
+        getattr(collectives, name)()
+    assert "`nki.collectives`" in DOCS
