@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from trnsim.numerics.engine import encode
+from trnsim.numerics.engine import decode, encode
 from trnsim.numerics.formats import FloatFormat
 
 _CHUNK = 1 << 16
@@ -53,22 +53,32 @@ def nearest(x32: np.ndarray, fmt: FloatFormat, saturate: bool) -> np.ndarray:
     """Round to nearest even; `saturate` clamps first (max is representable, so that is exact)."""
     if saturate:
         x32 = np.clip(x32, -fmt.max, fmt.max)
+    flat = np.ascontiguousarray(x32).reshape(-1)
     if fmt.name in _ASTYPE_EXACT:
-        flat = np.ascontiguousarray(x32).reshape(-1)
-        out = np.empty(flat.size, fmt.numpy_dtype)
+        return _nearest_by_astype(flat, fmt).reshape(x32.shape)
+    codes = _nearest_by_table(flat.view(np.uint32), _rne_table(fmt), fmt.mantissa_bits)
+    if fmt.specials == "none" and (codes == _NAN_MARK).any():
+        encode(x32, fmt)  # raises the FormatError that names the first NaN
+    return _finish(codes, fmt, x32.shape)
 
-        def run_span(start: int) -> None:
-            # Overflow to Inf is the format's own rule here, not an accident worth a warning.
-            with np.errstate(over="ignore", invalid="ignore"):
-                np.copyto(out[start:start + _SPAN], flat[start:start + _SPAN], casting="unsafe")
 
-        _in_spans(flat.size, run_span)
-        return out.reshape(x32.shape)
-    bits = np.ascontiguousarray(x32).reshape(-1).view(np.uint32)
-    table = _rne_table(fmt)
-    shift = 22 - fmt.mantissa_bits
+def _nearest_by_astype(flat: np.ndarray, fmt: FloatFormat) -> np.ndarray:
+    out = np.empty(flat.size, fmt.numpy_dtype)
+
+    def run_span(start: int) -> None:
+        # Overflow to Inf is the format's own rule here, not an accident worth a warning.
+        with np.errstate(over="ignore", invalid="ignore"):
+            np.copyto(out[start:start + _SPAN], flat[start:start + _SPAN], casting="unsafe")
+
+    _in_spans(flat.size, run_span)
+    return out
+
+
+def _nearest_by_table(bits: np.ndarray, table: np.ndarray, mantissa_bits: int) -> np.ndarray:
+    """table[(top 10+M bits) * 2 + (any lower bit set)], chunk by chunk in reused buffers."""
+    shift = 22 - mantissa_bits
     low = np.uint32((1 << shift) - 1)
-    out = np.empty(bits.size, np.uint8)
+    out = np.empty(bits.size, table.dtype)
     index = np.empty(_CHUNK, np.uint32)
     sticky = np.empty(_CHUNK, np.uint32)
     for start in range(0, bits.size, _CHUNK):
@@ -80,9 +90,7 @@ def nearest(x32: np.ndarray, fmt: FloatFormat, saturate: bool) -> np.ndarray:
         np.minimum(stk, 1, out=stk)
         np.bitwise_or(idx, stk, out=idx)
         np.take(table, idx, out=out[start:start + b.size])
-    if fmt.specials == "none" and (out == _NAN_MARK).any():
-        encode(x32, fmt)  # raises the FormatError that names the first NaN
-    return _finish(out, fmt, x32.shape)
+    return out
 
 
 _NAN_MARK = 0xFF  # table entry for NaN inputs of formats without NaN (their codes are < 0xFF)
@@ -190,8 +198,4 @@ def _fix_special(x: np.ndarray, b: np.ndarray, dest: np.ndarray, fmt: FloatForma
         return
     idx = np.flatnonzero(special & (b & _MAG != 0))  # exact zeros were right already
     codes = encode(x[idx], fmt, saturate=saturate, random_bits=rng.bit_generator.random_raw(idx.size))
-    if fmt.ml_dtypes_name:
-        dest[idx] = codes
-    else:
-        from trnsim.numerics.engine import decode
-        dest[idx] = decode(codes, fmt)
+    dest[idx] = codes if fmt.ml_dtypes_name else decode(codes, fmt)
