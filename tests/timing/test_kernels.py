@@ -1,10 +1,9 @@
 """Timing real kernels: the tutorial matmuls in trace-only mode, `reports.profile`, `trnsim run`."""
 
-import importlib.util
 import json
 import textwrap
-from pathlib import Path
 
+import golden_timings
 import pytest
 
 from trnsim.cli import main
@@ -13,15 +12,10 @@ from trnsim.core.schedule import latency_s, schedule
 from trnsim.nki import TensorSpec
 from trnsim.reports import profile
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "matmul_tutorial.py"
-
 
 @pytest.fixture(scope="module")
 def tutorial():
-    spec = importlib.util.spec_from_file_location("matmul_tutorial", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return golden_timings.tutorial_module()
 
 
 @pytest.fixture(scope="module")
@@ -96,3 +90,16 @@ def test_trnsim_run_refuses_an_unknown_target(tmp_path, capsys):
     script.write_text("")
     assert main(["run", "--target", "trn9", str(script)]) == 2
     assert "trn9" in capsys.readouterr().err
+
+
+def test_timings_match_the_golden_file(small_traces):
+    """Regenerate with `python tests/timing/golden_timings.py --update-golden`, and say why."""
+    document = json.loads(golden_timings.GOLDEN.read_text())
+    measured = golden_timings.measure(small_traces)
+    assert measured.keys() == document["kernels"].keys()
+    tolerance = document["relative_tolerance"]
+    for kernel, targets in document["kernels"].items():
+        for target, expected in targets.items():
+            got = measured[kernel][target]
+            assert got["latency_s"] == pytest.approx(expected["latency_s"], rel=tolerance), (kernel, target)
+            assert got["busy_s"] == pytest.approx(expected["busy_s"], rel=tolerance), (kernel, target)

@@ -163,16 +163,18 @@ def _schedule(trace: Trace, target: str | CoreSpec | None) -> Timeline:
     sync_s = {id(engine): core.costs.static_overhead_cycles / core.engines[engine.value].clock_hz
               for engine in Engine if engine.value in core.engines}
     dma, free, last = Engine.DMA, lanes.free_s, lanes.last
+    matmuls = {id(opcode) for opcode in MATMUL}
+    operands, wait, record = hazards.operands, hazards.ready, hazards.record
     for index, ins in enumerate(trace):
-        shapes, accesses = hazards.operands(ins)
-        ready, blocker = hazards.ready(accesses)
+        shapes, accesses = operands(ins)
+        ready, blocker = wait(accesses)
         engine = ins.engine
         lane = lanes.dma(ins, ready) if engine is dma else lanes.lane(engine, ins.core)
         start = free[lane]
         if blocker >= 0 and ready >= start:
             # Waiting on another instruction costs a semaphore, except inside a matmul
             # accumulation group, which the PE array and PSUM pipeline in place.
-            pipelined = ins.opcode in MATMUL and trace[blocker].opcode in MATMUL
+            pipelined = id(ins.opcode) in matmuls and id(trace[blocker].opcode) in matmuls
             start = ready if pipelined else ready + sync_s.get(id(engine), 0.0)
             waited_on.append(blocker)
         else:
@@ -182,7 +184,7 @@ def _schedule(trace: Trace, target: str | CoreSpec | None) -> Timeline:
         lane_of.append(lane)
         start_s.append(start)
         end_s.append(end)
-        hazards.record(accesses, end, index)
+        record(accesses, end, index)
     name = target if isinstance(target, str) else core.name
     return Timeline(trace=trace, core=core, target=name, lanes=tuple(lanes.names),
                     lane_engines=tuple(lanes.engines),
