@@ -8,7 +8,10 @@ that tries to read a value gets a clear error.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import os
+import sys
 import threading
 from dataclasses import dataclass, field
 
@@ -20,6 +23,29 @@ from trnsim.core.isa import SPECS, Engine, Memory, Opcode
 from trnsim.core.memory import Allocator, MemorySystem, View
 from trnsim.core.trace import Instruction, Trace, freeze_params
 from trnsim.errors import KernelError, SourceLoc, UnsupportedError
+
+_TRNSIM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+@functools.lru_cache(maxsize=4096)
+def _user_file(filename: str) -> str | None:
+    """The absolute path of a file that is the user's code, or None for trnsim and import machinery."""
+    path = os.path.abspath(filename)
+    if path.startswith(_TRNSIM_DIR) or "<frozen " in path or path.endswith(os.sep + "contextlib.py"):
+        return None
+    return path
+
+
+def kernel_line() -> SourceLoc | None:
+    """Like SourceLoc.of_caller (first frame outside trnsim), with the per-file test cached:
+    it runs once per instruction."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = _user_file(frame.f_code.co_filename)
+        if path is not None:
+            return SourceLoc(path, frame.f_lineno, frame.f_code.co_name)
+        frame = frame.f_back
+    return None
 
 
 @dataclass
@@ -77,7 +103,7 @@ class NeuronCore:
         `execute=False` is for instructions whose values the front end moves itself (sendrecv).
         """
         spec = SPECS[opcode]
-        where = SourceLoc.of_caller()
+        where = kernel_line()
         if self.spec.generation < spec.first_generation:
             raise UnsupportedError(f"{where}: {spec.nki_name} needs NeuronCore generation "
                                    f"{spec.first_generation} or later; {self.spec.name} is generation "

@@ -65,8 +65,7 @@ class NkiTensor(View):
         return True
 
     def _derive(self, shape, strides, offset, dtype=None) -> NkiTensor:
-        return NkiTensor(self.storage, tuple(int(s) for s in shape), tuple(int(s) for s in strides),
-                         int(offset), dtype or self.element)
+        return NkiTensor(self.storage, tuple(shape), tuple(strides), int(offset), dtype or self.element)
 
     # --- indexing ---------------------------------------------------------------------------
     def __getitem__(self, key) -> NkiTensor:
@@ -92,10 +91,10 @@ class NkiTensor(View):
             start = _int(key.start)
             count, step = key.size, key.step
         elif isinstance(key, slice):
-            start, stop, step = key.indices(size)
-            bounds = [_int(b) for b in (key.start, key.stop) if b is not None]
-            if any(b > size for b in bounds):
+            if (key.stop is not None and _int(key.stop) > size) or (key.start is not None
+                                                                    and _int(key.start) > size):
                 self._oob(dim, key, size)
+            start, stop, step = key.indices(size)
             count = max(0, -(-(stop - start) // step))
         else:
             start = _int(key)
@@ -224,7 +223,8 @@ class NkiTensor(View):
                                    what="NkiTensor.ap(vector_offset)")
         if scalar_offset is not None:
             offset += _int(scalar_offset)
-        view = self._derive([c for _, c in pattern], [s for s, _ in pattern], self.offset + offset,
+        shape, strides = [int(c) for _, c in pattern], [int(s) for s, _ in pattern]
+        view = self._derive(shape, strides, self.offset + int(offset),
                             dtypes.dtype(dtype) if dtype is not None else None)
         _check_inside(view)
         return view
