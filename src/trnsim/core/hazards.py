@@ -143,12 +143,14 @@ class HazardTracker:
         """When every operand is safe to use, and the instruction that decided it (-1: none)."""
         ready, blocker = 0.0, -1
         for writes, reads, box, writing in accesses:
-            waits = writes.meeting(box) if writes.items else ()
+            if writes.items:
+                for item in writes.meeting(box):
+                    if item[2] > ready:
+                        ready, blocker = item[2], item[3]
             if writing and reads.items:
-                waits = [*waits, *reads.meeting(box)]
-            for item in waits:
-                if item[2] > ready:
-                    ready, blocker = item[2], item[3]
+                for item in reads.meeting(box):
+                    if item[2] > ready:
+                        ready, blocker = item[2], item[3]
         return ready, blocker
 
     @staticmethod
