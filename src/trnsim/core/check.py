@@ -174,3 +174,39 @@ def _bn_stats(ins: Instruction, core) -> None:
     if free > core.bn_stats_max_free:
         _fail(ShapeError, ins, f"bn_stats free size is {free}; the limit on {core.name} is "
               f"{core.bn_stats_max_free}", hint="split into chunks and combine them with bn_aggr")
+
+
+MX_PACKED = ("float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4")
+
+
+@CHECK.register(Opcode.MATMUL_MX)
+def _matmul_mx(ins: Instruction, core) -> None:
+    dst, stationary, moving = ins.outputs[0], ins.inputs[0], ins.inputs[1]
+    for operand in (stationary, moving):
+        if operand.dtype not in MX_PACKED:
+            _fail(DTypeError, ins, f"{operand.name!r} is {operand.dtype}; nc_matmul_mx takes {list(MX_PACKED)}")
+    if stationary.partition_count != moving.partition_count:
+        _fail(ShapeError, ins, f"contraction mismatch: stationary has {stationary.partition_count} "
+              f"partitions, moving has {moving.partition_count}")
+    m_free, n_free = _free(stationary), _free(moving)
+    for label, value, limit in (("stationary free size M", m_free, core.matmul_max_stationary_free),
+                                ("moving free size N", n_free, core.matmul_max_moving_free)):
+        if value > limit:
+            _fail(ShapeError, ins, f"{label} is {value}; the limit on {core.name} is {limit}")
+    if dst.partition_count != m_free or _free(dst) != n_free:
+        _fail(ShapeError, ins, f"dst {dst.name!r} is [{dst.partition_count}, {_free(dst)}] but the MX "
+              f"product is [{m_free}, {n_free}]")
+    _psum_bank(ins, core, dst)
+
+
+@CHECK.register(Opcode.QUANTIZE_MX)
+def _quantize_mx(ins: Instruction, core) -> None:
+    src, dst = ins.inputs[0], ins.outputs[0]
+    if src.dtype not in ("bfloat16", "float16"):
+        _fail(DTypeError, ins, f"quantize_mx reads bf16 or fp16, not {src.dtype}")
+    if dst.dtype not in MX_PACKED[:2]:
+        _fail(DTypeError, ins, f"quantize_mx writes {list(MX_PACKED[:2])}, not {dst.dtype}")
+    shape_ok = src.partition_count == dst.partition_count and _free(src) == 4 * _free(dst)
+    if src.partition_count % 8 or not shape_ok:
+        _fail(ShapeError, ins, f"quantize_mx needs src [P, 4F] and dst [P, F] with P a multiple of 8; got "
+              f"[{src.partition_count}, {_free(src)}] and [{dst.partition_count}, {_free(dst)}]")

@@ -186,4 +186,4 @@ def hazard(ins: Instruction, message: str) -> HazardError:
 
 
 # The rest of the table, registered by group (at import, never lazily).
-from trnsim.core import execute_data, execute_gpsimd, execute_vector  # noqa: E402, F401
+from trnsim.core import execute_data, execute_gpsimd, execute_mx, execute_vector  # noqa: E402, F401

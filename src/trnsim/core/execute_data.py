@@ -7,7 +7,6 @@ import numpy as np
 from trnsim.core.execute import EXECUTE, F32, Operands, accumulate_matmul
 from trnsim.core.isa import Opcode
 from trnsim.core.trace import Instruction
-from trnsim.errors import UnsupportedError
 
 
 def _copy(io: Operands, src: int = 0, dst: int = 0) -> None:
@@ -74,9 +73,3 @@ def _matmul(ins: Instruction, io: Operands) -> None:
     stationary, moving = _contraction_operands(ins, io)
     product = stationary.T @ moving
     accumulate_matmul(io, product.reshape(io.out(0).shape), ins.param("accumulate"))
-
-
-@EXECUTE.register(Opcode.MATMUL_MX, Opcode.QUANTIZE_MX)
-def _mx(ins: Instruction, io: Operands) -> None:
-    raise UnsupportedError(f"nisa.{ins.opcode.value} is not emulated yet", what=f"nisa.{ins.opcode.value}",
-                           hint="see docs/nki.md for the list of unsupported instructions")

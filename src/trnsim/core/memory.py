@@ -29,15 +29,17 @@ UNINITIALISED_INT = 4  # the official simulator's fill for integer tiles (refere
 
 @dataclass(frozen=True, slots=True)
 class DType:
-    """An NKI dtype: its name, numpy storage dtype and bytes per element (x4 types pack 4)."""
+    """An NKI dtype: its name, numpy storage dtype, and how many elements one stored item packs
+    (4 for the x4 MX types; views and regions count stored items)."""
 
     name: str
     numpy: np.dtype
     elements_per_word: int = 1
 
     @property
-    def element_bytes(self) -> float:
-        return self.numpy.itemsize / self.elements_per_word
+    def item_bytes(self) -> int:
+        """Bytes per stored item (an x4 type stores four elements in one item)."""
+        return self.numpy.itemsize
 
     @property
     def is_float(self) -> bool:
@@ -207,12 +209,12 @@ class View:
         pairs = tuple(zip(self.strides, self.shape, strict=True))
         if buffer.memory is Memory.HBM:
             return Region(buffer.memory, buffer.id, buffer.name, buffer.address_bytes, 0, 1, pairs,
-                          self.offset, self.element.name, self.element.element_bytes)
+                          self.offset, self.element.name, self.element.item_bytes)
         row = self.row_elements()
         start, free_offset = divmod(self.offset, row) if row else (0, self.offset)
         count = self.shape[0] if self.shape else 1
         return Region(buffer.memory, buffer.id, buffer.name, buffer.address_bytes, start, count,
-                      pairs[1:], free_offset, self.element.name, self.element.element_bytes)
+                      pairs[1:], free_offset, self.element.name, self.element.item_bytes)
 
 
 class MemorySystem:

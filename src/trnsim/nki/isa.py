@@ -192,7 +192,17 @@ def unsupported(name: str):
     return raise_unsupported
 
 
-nc_matmul_mx = unsupported("nc_matmul_mx")
-quantize_mx = unsupported("quantize_mx")
+def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
+                 accumulate=None, name=None, **_):
+    """MX matmul (trn3): x4-packed operands with E8M0 scales per 32 contraction values (K = 4 x P)."""
+    params = {"accumulate": accumulate, "tile_position": tuple(tile_position or ()),
+              "tile_size": tuple(tile_size or ()), "moving_free": moving.size // moving.shape[0]}
+    return _issue(Opcode.MATMUL_MX, dst, [stationary, moving, stationary_scale, moving_scale], params,
+                  "tensor", name)
+
+
+def quantize_mx(dst, src, dst_scale, name=None, **_):
+    """bf16/fp16 -> MXFP8 x4 words plus one E8M0 scale per 8-partition x 4-element group (trn3)."""
+    return _issue(Opcode.QUANTIZE_MX, (dst, dst_scale), [src], {}, None, name)
 
 from trnsim.nki.isa_compute import *  # noqa: E402, F401, F403 - Scalar/Vector/GpSimd instructions
