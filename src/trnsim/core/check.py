@@ -184,7 +184,8 @@ def _matmul_mx(ins: Instruction, core) -> None:
     dst, stationary, moving = ins.outputs[0], ins.inputs[0], ins.inputs[1]
     for operand in (stationary, moving):
         if operand.dtype not in MX_PACKED:
-            _fail(DTypeError, ins, f"{operand.name!r} is {operand.dtype}; nc_matmul_mx takes {list(MX_PACKED)}")
+            _fail(DTypeError, ins, f"{operand.name!r} is {operand.dtype}; "
+                  f"nc_matmul_mx takes {list(MX_PACKED)}")
     if stationary.partition_count != moving.partition_count:
         _fail(ShapeError, ins, f"contraction mismatch: stationary has {stationary.partition_count} "
               f"partitions, moving has {moving.partition_count}")
