@@ -10,6 +10,7 @@ import pytest
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
+from trnsim.errors import UnsupportedError
 
 RNG = np.random.default_rng(1)
 BF16 = ml_dtypes.bfloat16
@@ -213,6 +214,8 @@ ALU_CASES = {
     "logical_or": lambda a, b: ((a != 0) | (b != 0)).astype(f32),
     "logical_xor": lambda a, b: ((a != 0) ^ (b != 0)).astype(f32),
     "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)),
+    "abs_min": lambda a, b: np.minimum(np.abs(a), np.abs(b)), "mod": np.mod, "fmod": np.fmod,
+    "less": lambda a, b: (a < b).astype(f32), "greater_equal": lambda a, b: (a >= b).astype(f32),
 }
 
 
@@ -235,6 +238,14 @@ def test_bitwise_ops_on_integers(op, ref):
     np.testing.assert_array_equal(run_record(record, "trn2"), ref(INTS, other))
 
 
+def _sig(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _erf(x):
+    return np.vectorize(__import__("math").erf)(x)
+
+
 ACTIVATION_CASES = {
     "exp": (np.exp, (-4, 4)), "log": (np.log, (0.01, 10)), "sqrt": (np.sqrt, (0, 10)),
     "rsqrt": (lambda x: 1 / np.sqrt(x), (0.1, 10)), "tanh": (np.tanh, (-3, 3)),
@@ -247,6 +258,14 @@ ACTIVATION_CASES = {
     "mish": (lambda x: x * np.tanh(np.log1p(np.exp(x))), (-3, 3)), "sign": (np.sign, (-2, 2)),
     "gelu": (lambda x: 0.5 * x * (1 + np.vectorize(__import__("math").erf)(x / np.sqrt(2))), (-3, 3)),
     "reciprocal": (lambda x: 1 / x, (0.5, 4)), "floor": (np.floor, (-3, 3)), "ceil": (np.ceil, (-3, 3)),
+    "trunc": (np.trunc, (-3, 3)), "tan": (np.tan, (-1.2, 1.2)), "negative": (np.negative, (-3, 3)),
+    "erf_dx": (lambda x: 2 / np.sqrt(np.pi) * np.exp(-x * x), (-2, 2)),
+    "silu_dx": (lambda x: _sig(x) * (1 + x * (1 - _sig(x))), (-4, 4)),
+    "gelu_apprx_sigmoid": (lambda x: x * _sig(1.702 * x), (-3, 3)),
+    "gelu_apprx_sigmoid_dx": (lambda x: _sig(1.702 * x) + 1.702 * x * _sig(1.702 * x) * (1 - _sig(1.702 * x)),
+                              (-3, 3)),
+    "gelu_dx": (lambda x: 0.5 * (1 + _erf(x / np.sqrt(2))) + x * np.exp(-x * x / 2) / np.sqrt(2 * np.pi),
+                (-3, 3)),
 }
 
 
@@ -294,3 +313,16 @@ def test_registers_rng_and_dropout():
     dropped = result < 1.0  # kept ones are >= 1 after adding noise in [0, 1)
     assert 0.2 < dropped.mean() < 0.3
     assert (result[dropped] >= 0).all() and (result[dropped] < 1).all()
+
+
+def test_rand2_range_on_trn3_only():
+    def kernel(x):
+        out = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.shared_hbm)
+        tile = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.rand2(dst=tile, min=-3.0, max=5.0)
+        nl.store(out, tile)
+        return out
+    values = nki.simulate(kernel, target="trn3")(np.zeros(1, f32))
+    assert values.min() >= -3.0 and values.max() < 5.0 and abs(values.mean() - 1.0) < 0.1
+    with pytest.raises(UnsupportedError, match="rand2"):
+        nki.simulate(kernel, target="trn2")(np.zeros(1, f32))

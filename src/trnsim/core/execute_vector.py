@@ -250,7 +250,8 @@ def _rng(ins: Instruction, io: Operands) -> None:
         bits = io.state.rng.integers(0, 2 ** 32, size=view.shape, dtype=np.uint64)
         io.write_raw(0, bits.astype(np.uint32).view(np.int32).astype(view.element.numpy, casting="unsafe"))
     else:
-        io.write(0, io.state.rng.random(view.shape, dtype=F32))
+        low, high = ins.param("low", 0.0), ins.param("high", 1.0)
+        io.write(0, np.float32(low) + np.float32(high - low) * io.state.rng.random(view.shape, dtype=F32))
 
 
 @EXECUTE.register(Opcode.DROPOUT)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from trnsim.core.isa import Opcode
+from trnsim.errors import UnsupportedError
 from trnsim.nki import backend
 from trnsim.nki.isa import _enum_value, _Inputs, _issue, _pattern, engine, op_name, reduce_cmd, unsupported
 
@@ -146,6 +147,15 @@ def rng(dst, engine=engine.vector, name=None, **_):
     return _issue(Opcode.RNG, dst, [], {}, engine, name)
 
 
+def rand2(dst, min, max, name=None, **_):  # noqa: A002 - NKI's argument names
+    """Uniform random values in [min, max) (trn3)."""
+    spec = backend.core().spec
+    if spec.generation < 4:
+        raise UnsupportedError(f"nisa.rand2 needs NeuronCore generation 4; {spec.name} is generation "
+                               f"{spec.generation}", what="nisa.rand2", target=spec.name)
+    return _issue(Opcode.RNG, dst, [], {"low": float(min), "high": float(max)}, None, name)
+
+
 def dropout(dst, data, prob, name=None, **_):
     srcs = _Inputs([data])
     return _issue(Opcode.DROPOUT, dst, srcs, {"prob": srcs.ref(prob)}, None, name)
@@ -182,7 +192,6 @@ activate2 = unsupported("activate2")
 sequence_bounds = unsupported("sequence_bounds")
 nonzero_with_count = unsupported("nonzero_with_count")
 topk = unsupported("topk")
-rand2 = unsupported("rand2")
 rand_set_state = unsupported("rand_set_state")
 rand_get_state = unsupported("rand_get_state")
 local_gather = unsupported("local_gather")
