@@ -65,9 +65,13 @@ def test_the_report_is_self_contained_with_one_bar_record_per_instruction(result
     assert data["lanes"][:2] == ["tensor", "vector"]
 
 
+def _hits(row: np.ndarray, color) -> np.ndarray:
+    return np.all(np.abs(row[:, :3] - np.array(color)) < 0.01, axis=1)
+
+
 def _runs(row: np.ndarray, color: tuple[float, float, float]) -> int:
     """Separate stretches of `color` along one pixel row."""
-    hit = np.all(np.abs(row[:, :3] - np.array(color)) < 0.02, axis=1)
+    hit = _hits(row, color)
     return int(np.count_nonzero(hit[1:] & ~hit[:-1]) + hit[0])
 
 
@@ -91,12 +95,20 @@ def test_the_report_renders_one_bar_per_instruction_in_headless_chromium(results
     assert (pixels[:, :, :3] < 0.9).any(axis=2).mean() > 0.02, "the screenshot is blank"
     # bars are coloured by opcode in order of first use: dma_copy, nc_matmul, tensor_copy
     dma, mm, copy = _rgb("#4e79a7"), _rgb("#f28e2b"), _rgb("#e15759")
-    mm_rows, copy_rows, dma_rows = (_rows(pixels, c) for c in (mm, copy, dma))
+    canvas = _canvas(pixels)
+    mm_rows, copy_rows, dma_rows = (_rows(canvas, c) for c in (mm, copy, dma))
     assert mm_rows and copy_rows and dma_rows, "bars are missing"
-    assert _runs(pixels[mm_rows[len(mm_rows) // 2]], mm) == MATMULS
-    assert _runs(pixels[copy_rows[len(copy_rows) // 2]], copy) == 1
+    assert _runs(canvas[mm_rows[len(mm_rows) // 2]], mm) == MATMULS
+    assert _runs(canvas[copy_rows[len(copy_rows) // 2]], copy) == 1
     bands = 1 + sum(1 for a, b in zip(dma_rows[:-1], dma_rows[1:], strict=True) if b > a + 1)
     assert bands == len(set(results["trn1"][0].lane[[0, 1, -1]].tolist())), "one row per DMA queue"
+
+
+def _canvas(pixels: np.ndarray) -> np.ndarray:
+    """The timeline canvas: the pixels between its top and bottom border lines (#bbb)."""
+    border = [y for y in range(pixels.shape[0]) if _hits(pixels[y], _rgb("#bbbbbb")).sum() > 500]
+    assert len(border) >= 2, "no timeline canvas in the screenshot"
+    return pixels[border[0] + 1:border[-1]]
 
 
 def _rows(pixels: np.ndarray, color) -> list[int]:

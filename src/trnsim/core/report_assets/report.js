@@ -68,8 +68,21 @@ function reset(c) {
   draw(c);
 }
 
+function legend(c) {
+  const box = document.createElement("div");
+  box.className = "legend";
+  c.data.ops.forEach((name, k) => {
+    const item = document.createElement("span");
+    item.innerHTML = `<i style="background:${PALETTE[k % PALETTE.length]}"></i>`;
+    item.append(name);
+    box.append(item);
+  });
+  c.after(box);
+}
+
 function setup(c) {
   c.data = JSON.parse(document.getElementById(c.dataset.src).textContent);
+  legend(c);
   c.height = c.data.lanes.length * ROW + 16;
   let drag = null;
   c.addEventListener("wheel", ev => {
