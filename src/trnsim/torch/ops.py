@@ -165,7 +165,7 @@ def _rewrap(value, owners: dict):
     return value
 
 
-def _finish(func, args, kwargs, uargs, ukwargs, out):
+def _finish(func, args, kwargs, uargs, out):
     """Turn CPU results into what the caller expects and charge the op's device time."""
     active = profiler.ACTIVE.get()
     if active is not None:
@@ -183,8 +183,7 @@ def eager_rule(kernel):
 
     def rule(func, args, kwargs):
         uargs = unwrap_args(args, func)
-        ukwargs = unwrap_kwargs(kwargs, func)
-        return _finish(func, args, kwargs, uargs, ukwargs, kernel(func, uargs, ukwargs))
+        return _finish(func, args, kwargs, uargs, kernel(func, uargs, unwrap_kwargs(kwargs, func)))
 
     return rule
 
@@ -192,7 +191,7 @@ def eager_rule(kernel):
 def copy_rule(func, args, kwargs):
     """`copy_` / `_copy_from`: the one place where a full CPU tensor may meet a neuron tensor."""
     uargs = [unwrap(a, func, allow_cpu=True) for a in args]
-    return _finish(func, args, kwargs, uargs, kwargs, rounded_copy(func, uargs, kwargs))
+    return _finish(func, args, kwargs, uargs, rounded_copy(func, uargs, kwargs))
 
 
 def item_rule(func, args, kwargs):
