@@ -73,7 +73,8 @@ def _attend_tile(q_t, k_t, v_tile, diagonal_offset, scale, run_max, run_sum, acc
     nisa.tensor_copy(dst=probs_t, src=probs_t_psum)
     pv = nl.ndarray((tile, d), dtype=nl.float32, buffer=nl.psum)
     nisa.nc_matmul(dst=pv, stationary=probs_t, moving=v_tile)
-    nisa.scalar_tensor_tensor(dst=acc, data=acc, op0=nl.multiply, operand0=correction, op1=nl.add, operand1=pv)
+    nisa.scalar_tensor_tensor(dst=acc, data=acc, op0=nl.multiply, operand0=correction, op1=nl.add,
+                              operand1=pv)
 
 
 def reference(q, k, v):

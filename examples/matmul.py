@@ -19,7 +19,8 @@ def matmul_tiled(lhsT, rhs):
     """One PSUM tile per output tile; every K step reloads its operands from HBM."""
     K, M = lhsT.shape
     _, N = rhs.shape
-    tile_k, tile_m, tile_n = nl.tile_size.pmax, nl.tile_size.gemm_stationary_fmax, nl.tile_size.gemm_moving_fmax
+    tile_k, tile_m = nl.tile_size.pmax, nl.tile_size.gemm_stationary_fmax
+    tile_n = nl.tile_size.gemm_moving_fmax
     out = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
     for m in nl.affine_range(M // tile_m):
         for n in nl.affine_range(N // tile_n):
@@ -41,7 +42,8 @@ def matmul_blocked(lhsT, rhs, block_m_tiles=16, block_n_tiles=2):
     """Blocks of M and N stay in SBUF ([128, K/128, block] layout); K is walked inside."""
     K, M = lhsT.shape
     _, N = rhs.shape
-    tile_k, tile_m, tile_n = nl.tile_size.pmax, nl.tile_size.gemm_stationary_fmax, nl.tile_size.gemm_moving_fmax
+    tile_k, tile_m = nl.tile_size.pmax, nl.tile_size.gemm_stationary_fmax
+    tile_n = nl.tile_size.gemm_moving_fmax
     k_tiles = K // tile_k
     block_m = min(M, block_m_tiles * tile_m)
     block_n = min(N, block_n_tiles * tile_n)

@@ -78,3 +78,10 @@ def test_trace_only_gives_the_same_trace_as_simulate(kernel, args):
     traced = nki.trace(kernel, *specs, target="trn2")
     assert len(traced) == len(simulated) > 0
     assert traced == simulated
+
+
+def test_run_all_reports_every_example_within_tolerance(capsys):
+    import run_all
+    assert run_all.main(["--target", "trn3"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 7 and all(line.startswith("ok") for line in lines)
