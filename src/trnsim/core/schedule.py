@@ -164,12 +164,18 @@ def _schedule(trace: Trace, target: str | CoreSpec | None) -> Timeline:
               for engine in Engine if engine.value in core.engines}
     dma, free, last = Engine.DMA, lanes.free_s, lanes.last
     matmuls = {id(opcode) for opcode in MATMUL}
+    engine_lanes: dict[tuple[int, int], int] = {}
     operands, wait, record = hazards.operands, hazards.ready, hazards.record
     for index, ins in enumerate(trace):
         shapes, accesses = operands(ins)
         ready, blocker = wait(accesses)
         engine = ins.engine
-        lane = lanes.dma(ins, ready) if engine is dma else lanes.lane(engine, ins.core)
+        if engine is dma:
+            lane = lanes.dma(ins, ready)
+        else:
+            lane = engine_lanes.get((id(engine), ins.core))
+            if lane is None:
+                lane = engine_lanes[(id(engine), ins.core)] = lanes.lane(engine, ins.core)
         start = free[lane]
         if blocker >= 0 and ready >= start:
             # Waiting on another instruction costs a semaphore, except inside a matmul
