@@ -60,16 +60,20 @@ def test_gpt_under_bf16_autocast_tracks_fp32_within_tolerance():
     assert all(p.dtype == torch.float32 for p in neuron_model.parameters())
 
 
-@pytest.mark.parametrize("family", ["llama", "gpt2"])
+@pytest.mark.parametrize("family", ["llama", "gpt2", "bert"])
 def test_hugging_face_model_forward_and_backward_match_cpu(family):
     if family == "llama":
         cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128,
                                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                                        max_position_embeddings=64)
         cls = transformers.LlamaForCausalLM
-    else:
+    elif family == "gpt2":
         cfg = transformers.GPT2Config(vocab_size=128, n_embd=64, n_layer=2, n_head=4, n_positions=64)
         cls = transformers.GPT2LMHeadModel
+    else:  # attention with a padding mask takes SDPA's math path
+        cfg = transformers.BertConfig(vocab_size=128, hidden_size=64, num_hidden_layers=2,
+                                      num_attention_heads=4, intermediate_size=128)
+        cls = transformers.BertForMaskedLM
     cfg.attn_implementation = "sdpa"
     torch.manual_seed(0)
     cpu_model = cls(cfg).eval()

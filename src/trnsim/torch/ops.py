@@ -35,7 +35,7 @@ _family("attention", """_scaled_dot_product_flash_attention_for_cpu
     _scaled_dot_product_attention_math""")
 _family("activation", """relu relu_ gelu gelu_backward silu silu_ silu_backward sigmoid sigmoid_
     sigmoid_backward tanh tanh_ tanh_backward threshold_backward _softmax _softmax_backward_data
-    _log_softmax _log_softmax_backward_data hardtanh hardtanh_ hardtanh_backward leaky_relu
+    _log_softmax _log_softmax_backward_data _safe_softmax hardtanh hardtanh_ hardtanh_backward leaky_relu
     leaky_relu_backward elu elu_backward softplus softplus_backward mish mish_backward hardswish
     hardswish_backward hardsigmoid hardsigmoid_backward glu glu_backward log_sigmoid_forward
     log_sigmoid_backward""")
