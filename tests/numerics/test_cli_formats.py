@@ -15,6 +15,8 @@ def test_json_lists_every_format_with_its_figures(capsys):
     assert rows["float8_e4m3fn"]["max"] == 448 and rows["float8_e4m3fn"]["inf"] is False
     assert rows["float4_e2m1fn"]["min_subnormal"] == 0.5 and rows["float4_e2m1fn"]["nan"] is False
     assert rows["bfloat16"]["eps"] == 2**-7
+    assert rows["float8_e4m3fn"]["torch"] == "float8_e4m3fn" and rows["float8_e4m3"]["torch"] is None
+    assert rows["tfloat32"]["nki"] == "tfloat32" and rows["tfloat32"]["ml_dtypes"] is None
     assert {row["name"] for row in data["mx"]} == set(MX_FORMATS)
 
 

@@ -58,10 +58,16 @@ def render(rows: list[dict], title: str) -> Table:
     return table
 
 
+def dtype_names(fmt: FloatFormat | IntFormat) -> dict:
+    """Names of the same type in NKI, torch and ml_dtypes (None where there is none)."""
+    return {"nki": fmt.nki_name, "torch": fmt.torch_name, "ml_dtypes": getattr(fmt, "ml_dtypes_name", None)}
+
+
 def run(args) -> int:
     rows = [format_row(fmt) for fmt in FORMATS.values()]
     mx_rows = [mx_row(name) for name in MX_FORMATS] if args.mx else []
     if args.json:
+        rows = [{**row, **dtype_names(fmt)} for row, fmt in zip(rows, FORMATS.values(), strict=True)]
         print(json.dumps({"formats": rows, "mx": mx_rows, "mx_scale_rules": list(SCALE_RULES)}, indent=2))
         return 0
     out = Console(width=None if sys.stdout.isatty() else 200, highlight=False)
