@@ -24,6 +24,8 @@ def test_aliases_and_dtypes():
     assert numerics.get_format(ml_dtypes.float8_e4m3fn).max == 448
     assert numerics.get_format(np.float16).max == 65504
     assert numerics.get_format(np.dtype("int8")).min == -128
+    overflow = {n: numerics.get_format(n).overflow for n in ("float8_e4m3", "float8_e4m3fn", "float4_e2m1fn")}
+    assert overflow == {"float8_e4m3": "inf", "float8_e4m3fn": "nan", "float4_e2m1fn": "saturate"}
 
 
 def test_torch_dtypes_without_importing_torch_in_numerics():

@@ -71,6 +71,11 @@ class FloatFormat:
         return self.specials != "none"
 
     @property
+    def overflow(self) -> str:
+        """What a value beyond max becomes without saturate=True: "inf", "nan" or "saturate"."""
+        return {"ieee": "inf", "fn": "nan", "none": "saturate"}[self.specials]
+
+    @property
     def has_zero(self) -> bool:
         return self.subnormals
 
