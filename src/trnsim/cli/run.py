@@ -84,14 +84,16 @@ def run_script(script: str, script_args: list[str]) -> int:
     if not Path(script).is_file():
         raise ConfigError(f"script {script!r} does not exist")
     compat.enable()
-    saved_argv = sys.argv
+    saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [script, *script_args]
+    sys.path.insert(0, str(Path(script).resolve().parent))  # as `python script.py` does
     try:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as stop:
         return stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
     finally:
         sys.argv = saved_argv
+        sys.path[:] = saved_path
     return 0
 
 
