@@ -131,3 +131,22 @@ def test_runtime_loops_and_device_print(capsys):
 def test_removed_jit_arguments_raise():
     with pytest.raises(ConfigError, match="platform_target"):
         nki.jit(platform_target="trn2")
+
+
+def test_while_loop_and_bare_register_condition():
+    def kernel(x):
+        acc = nl.zeros((1, 4), nl.float32)
+        counter = nisa.register_alloc(3)
+
+        def body(r):
+            nisa.tensor_scalar(dst=acc, data=acc, op0=nl.add, operand0=1.0)
+            return nisa.register_alloc(r.read_value() - 1)
+        nl.while_loop(counter, body)
+        flag = nisa.register_alloc(2)
+        while flag:
+            nisa.tensor_scalar(dst=acc, data=acc, op0=nl.add, operand0=10.0)
+            nisa.register_move(flag, flag.read_value() - 1)
+        out = nl.ndarray((1, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, acc)
+        return out
+    assert (nki.simulate(kernel)(X) == 23).all()

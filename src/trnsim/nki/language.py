@@ -221,10 +221,11 @@ def fori_loop(lower, upper, body_fun, step=1, **_):
         body_fun(VirtualRegister(i))
 
 
-def while_loop(cond, body_fun, **_):
-    """Run body_fun() while the register (or callable) `cond` is non-zero."""
-    while (cond() if callable(cond) else _int(cond)) != 0:
-        body_fun()
+def while_loop(init, body_fun, **_):
+    """r = init; while r != 0: r = body_fun(r) — the body returns the next condition register."""
+    condition = init
+    while _int(condition) != 0:
+        condition = body_fun(condition)
 
 
 def _int(value) -> int:

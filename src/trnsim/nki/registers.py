@@ -33,6 +33,10 @@ class VirtualRegister:
 
     __index__ = __int__
 
+    def __bool__(self) -> bool:
+        """`while reg:` loops run while the register is non-zero (simulate only)."""
+        return self.read_value() != 0
+
     def __repr__(self) -> str:
         return f"VirtualRegister(r{self.id})"
 
