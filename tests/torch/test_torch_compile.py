@@ -45,3 +45,26 @@ def test_lowering_rewrites_neuron_devices_and_times_the_whole_graph(monkeypatch)
     expected = sum(devicetime.op_time_s(op, ins, outs, "trn2") for op, ins, outs in graph.signatures)
     assert graph.device_s("trn2") == pytest.approx(expected) and expected > 0
     assert any(op == "aten.mm.default" for op, _, _ in graph.signatures)
+
+
+def test_compiled_autocast_and_bf16_graphs_match_eager_neuron():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.GELU(), torch.nn.Linear(32, 4)).to("neuron")
+    x = torch.randn(8, 32, device="neuron")
+    with torch.autocast("neuron", dtype=torch.bfloat16):
+        eager = model(x)
+        compiled = torch.compile(model, backend="neuron")(x)
+    assert eager.dtype == compiled.dtype == torch.bfloat16
+    assert torch.equal(eager.cpu(), compiled.cpu())
+
+
+def test_dynamic_shapes_are_charged_at_the_sizes_each_call_runs_with():
+    layer = torch.nn.Linear(16, 8).to("neuron")
+    compiled = torch.compile(layer, backend="neuron", dynamic=True)
+    sizes = (4, 12)
+    with trnsim.torch.profile(target="trn2") as prof:
+        for rows in sizes:
+            compiled(torch.randn(rows, 16, device="neuron"))
+    shapes = sorted(key[1][1][0] for key in prof.counts if key[0] == "aten.addmm.default")
+    assert shapes == [(4, 16), (12, 16)]
+    assert prof.report().per_op["aten.addmm.default"].count == 2

@@ -36,6 +36,15 @@ def _spec(value) -> tuple | None:
     return None
 
 
+def _real(values) -> bool:
+    """True when every tensor among `values` (lists included) is a plain CPU buffer."""
+    for value in values:
+        items = value if type(value) in (list, tuple) else (value,)
+        if any(isinstance(v, torch.Tensor) and type(v) is not torch.Tensor for v in items):
+            return False
+    return True
+
+
 def signature(values) -> tuple:
     """(shape, dtype name) of each tensor in `values`; a list of tensors becomes a tuple of them."""
     return tuple(spec for spec in map(_spec, values) if spec is not None)
@@ -137,7 +146,12 @@ class Profile:
         self.kernel_traces: list[tuple[str, object]] = []
 
     def record(self, func, args, out) -> None:
-        """Note one eager op (called from the device's dispatch for every op while active)."""
+        """Note one op run on real buffers (dispatch calls this for every op while active).
+
+        Ops seen while torch.compile traces (fake or functional buffers) did not run; skip them.
+        """
+        if not _real(args):
+            return
         self.counts[(str(func), signature(args), output_signature(out))] += 1
 
     def record_trace(self, name: str, trace) -> None:
