@@ -227,3 +227,17 @@ def test_lnc_exchange_needs_trn2_or_later():
         t = nl.zeros((4, 4), dtype=nl.float32)
         nisa.core_barrier(data=t, cores=(0, 1))  # MARK-LNC
     assert "generation 3" in str(expect(UnsupportedError, "MARK-LNC", kernel, X, target="trn1"))
+
+
+def test_gpsimd_cannot_touch_psum_and_tensor_tensor_takes_one_psum_input():
+    def gpsimd(x):
+        p = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.psum)
+        nisa.iota(dst=p, pattern=[[1, 4]])  # MARK-GPSIMD
+
+    def two_psum(x):
+        a = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.psum)
+        b = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.psum)
+        out = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=out, data1=a, data2=b, op=nl.add)  # MARK-2PSUM
+    assert "GpSimd" in str(expect(KernelError, "MARK-GPSIMD", gpsimd, X))
+    assert "at most one" in str(expect(KernelError, "MARK-2PSUM", two_psum, X))

@@ -36,6 +36,9 @@ def check(ins: Instruction, core) -> None:
         if region.dtype not in core.dtypes:
             _fail(DTypeError, ins, f"dtype {region.dtype} of {region.name!r} is not available on "
                   f"{_describe(core)}", hint="cast to a dtype the target has")
+    if ins.engine is Engine.GPSIMD and any(r.memory is Memory.PSUM for r in ins.inputs + ins.outputs):
+        _fail(KernelError, ins, "the GpSimd engine cannot access PSUM",
+              hint="use SBUF tiles, or another engine")
     if ins.opcode in SAME_PARTITIONS and ins.inputs and ins.outputs:
         src, dst = ins.inputs[0], ins.outputs[0]
         if src.partition_count != dst.partition_count:
@@ -211,3 +214,10 @@ def _quantize_mx(ins: Instruction, core) -> None:
     if src.partition_count % 8 or not shape_ok:
         _fail(ShapeError, ins, f"quantize_mx needs src [P, 4F] and dst [P, F] with P a multiple of 8; got "
               f"[{src.partition_count}, {_free(src)}] and [{dst.partition_count}, {_free(dst)}]")
+
+
+@CHECK.register(Opcode.TENSOR_TENSOR)
+def _tensor_tensor(ins: Instruction, core) -> None:
+    if all(region.memory is Memory.PSUM for region in ins.inputs[:2]):
+        _fail(KernelError, ins, "both inputs are in PSUM; tensor_tensor reads at most one input from PSUM",
+              hint="copy one operand to SBUF first")
