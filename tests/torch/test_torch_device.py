@@ -22,6 +22,10 @@ def test_torch_neuron_module_answers_what_pytorch_asks():
     event = torch.neuron.Event()
     with torch.neuron.stream(stream):
         event.record(stream)
+    event.synchronize()
+    assert event.query() and stream.query()
+    with pytest.raises(UnsupportedError, match="trnsim.torch.profile"):
+        event.elapsed_time(torch.neuron.Event())
     with pytest.raises(UnsupportedError, match="neuron:1"):
         torch.neuron.set_device(1)
     with pytest.raises(UnsupportedError, match="neuron:1"):

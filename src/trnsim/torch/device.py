@@ -35,6 +35,13 @@ class Event(torch.Event):
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
         return super().__new__(cls, device=NAME, enable_timing=enable_timing)
 
+    def synchronize(self) -> None:
+        """Nothing to wait for: every op has finished when it returns."""
+
+    def elapsed_time(self, end_event) -> float:
+        raise UnsupportedError("neuron events carry no timestamps", what="Event.elapsed_time",
+                               hint="time device work with trnsim.torch.profile()")
+
 
 def _module() -> types.ModuleType:
     """`torch.neuron`: the functions AMP, RNG, torch.accelerator and FSDP look up on a device."""
