@@ -7,7 +7,7 @@ import pytest
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.errors import ShapeError
+from trnsim.errors import HazardError, ShapeError
 
 X = np.arange(4 * 6 * 8, dtype=np.float32).reshape(4, 6, 8)
 
@@ -77,3 +77,32 @@ def test_tensor_attributes():
         assert tile[:, ::2].get_pattern() == [[4, 128], [2, 2]]
         assert a.buffer == nl.hbm
     nki.simulate(kernel)(X)
+
+
+def test_indirect_dma_gather_scatter_and_oob_modes():
+    table = np.arange(100 * 8, dtype=np.float32).reshape(100, 8)
+    rows = np.array([[5], [99], [0], [42]], np.int32)
+
+    def gather(t, idx, mode):
+        index = nl.load(idx)
+        tile = nl.full((4, 8), -1.0, nl.float32)
+        nisa.dma_copy(dst=tile, src=t.ap([[8, 4], [1, 8]], vector_offset=index, indirect_dim=0), oob_mode=mode)
+        out = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, tile)
+        return out
+    np.testing.assert_array_equal(nki.simulate(gather)(table, rows, nisa.oob_mode.error), table[[5, 99, 0, 42]])
+    bad = np.array([[5], [100], [0], [42]], np.int32)
+    with pytest.raises(HazardError, match="indirect DMA"):
+        nki.simulate(gather)(table, bad, nisa.oob_mode.error)
+    skipped = nki.simulate(gather)(table, bad, nisa.oob_mode.skip)
+    assert (skipped[1] == -1).all() and (skipped[0] == table[5]).all()
+
+    def scatter(t, idx):
+        tile = nl.full((4, 8), 7.0, nl.float32)
+        nisa.dma_copy(dst=t.ap([[8, 4], [1, 8]], vector_offset=nl.load(idx), indirect_dim=0), src=tile)
+        return t
+    updated = table.copy()
+    nki.simulate(scatter)(updated, rows)
+    expected = table.copy()
+    expected[[5, 99, 0, 42]] = 7.0
+    np.testing.assert_array_equal(updated, expected)

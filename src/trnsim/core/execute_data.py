@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trnsim.core.execute import EXECUTE, F32, Operands, accumulate_matmul
+from trnsim.core.execute import EXECUTE, F32, Operands, accumulate_matmul, hazard, to_storage
 from trnsim.core.isa import Opcode
 from trnsim.core.trace import Instruction
 
@@ -19,7 +19,49 @@ def _copy(io: Operands, src: int = 0, dst: int = 0) -> None:
 
 @EXECUTE.register(Opcode.DMA_COPY, Opcode.TENSOR_COPY, Opcode.SENDRECV)
 def _dma_copy(ins: Instruction, io: Operands) -> None:
-    _copy(io)
+    if ins.param("indirect"):
+        _indirect_copy(ins, io)
+    else:
+        _copy(io)
+
+
+def _addresses(view, steps: np.ndarray, indirect_dim: int) -> np.ndarray:
+    """Element addresses of an access pattern whose `indirect_dim` steps by index values."""
+    address = np.full(view.shape, view.offset, np.int64)
+    for axis, (count, stride) in enumerate(zip(view.shape, view.strides, strict=True)):
+        shape = [1] * len(view.shape)
+        shape[axis] = count
+        positions = steps[:count] if axis == indirect_dim else np.arange(count)
+        address = address + np.asarray(positions, np.int64).reshape(shape) * stride
+    return address
+
+
+def _indirect_copy(ins: Instruction, io: Operands) -> None:
+    """DMA gather (indirect source) or scatter (indirect destination); oob_mode error or skip."""
+    gather = ins.param("indirect") == "src"
+    view = io.inputs[0] if gather else io.out(0)
+    steps = io.raw(len(io.inputs) - 1).reshape(-1).astype(np.int64)
+    flat = view.storage.data.view(view.element.numpy)
+    address = _addresses(view, steps, ins.param("indirect_dim"))
+    valid = (address >= 0) & (address < flat.size)
+    if not valid.all() and ins.param("oob_mode") != "skip":
+        raise hazard(ins, f"indirect DMA reaches element {int(address[~valid].flat[0])} of "
+                          f"{view.storage.name!r}, which has {flat.size}")
+    if gather:
+        values = flat[np.where(valid, address, 0)]
+        same = view.element == io.out(0).element
+        current = io.out(0).array() if same else io.current(0)
+        merged = np.where(valid, values if same else values.astype(F32), current)
+        if same:
+            io.write_raw(0, merged)
+        else:
+            io.write(0, merged)
+        return
+    values = io.raw(0) if io.inputs[0].element == view.element else to_storage(io.f32(0), view.element)
+    flat[address[valid]] = np.broadcast_to(values.reshape(address.shape), address.shape)[valid]
+    view.storage.shadow = None
+    if view.storage.written is not None:
+        view.storage.written.view(np.bool_)[address[valid]] = True
 
 
 @EXECUTE.register(Opcode.DMA_TRANSPOSE)

@@ -14,7 +14,7 @@ from trnsim.core.trace import InputRef
 from trnsim.errors import KernelError, UnsupportedError
 from trnsim.nki import backend
 from trnsim.nki.registers import VirtualRegister, register_alloc, register_load, register_move, register_store
-from trnsim.nki.tensor import NkiTensor
+from trnsim.nki.tensor import IndirectTensor, NkiTensor
 
 __all__ = [
     "VirtualRegister", "register_alloc", "register_load", "register_move", "register_store",
@@ -122,7 +122,15 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     params = {"dge_mode": _enum_value(dge_mode), "oob_mode": _enum_value(oob_mode), "priority": priority,
               "queue": _enum_value(engine)}
     _same_size(dst, src, "dma_copy")
-    return _issue(Opcode.DMA_COPY, dst, [src], params, "dma", name)
+    srcs = [src]
+    indirect = [(role, view) for role, view in (("src", src), ("dst", dst))
+                if isinstance(view, IndirectTensor)]
+    if len(indirect) > 1:
+        raise UnsupportedError("dma_copy with indirect source and destination", what="nisa.dma_copy indirect")
+    for role, view in indirect:
+        params.update(indirect=role, indirect_dim=view.indirect_dim)
+        srcs.append(view.index)
+    return _issue(Opcode.DMA_COPY, dst, srcs, params, "dma", name)
 
 
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error,

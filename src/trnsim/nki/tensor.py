@@ -218,14 +218,16 @@ class NkiTensor(View):
     def ap(self, pattern, offset: int = 0, scalar_offset=None, vector_offset=None, indirect_dim: int = 0,
            dtype=None) -> NkiTensor:
         """Raw access pattern: [[stride, count], ...] in elements (first pair = partition dim)."""
-        if vector_offset is not None:
-            raise UnsupportedError("ap(vector_offset=...) indirect DMA is not emulated yet",
-                                   what="NkiTensor.ap(vector_offset)")
         if scalar_offset is not None:
             offset += _int(scalar_offset)
         shape, strides = [int(c) for _, c in pattern], [int(s) for s, _ in pattern]
-        view = self._derive(shape, strides, self.offset + int(offset),
-                            dtypes.dtype(dtype) if dtype is not None else None)
+        element = dtypes.dtype(dtype) if dtype is not None else self.element
+        if vector_offset is not None:
+            if not 0 <= indirect_dim < len(shape):
+                raise ShapeError(f"indirect_dim={indirect_dim} is not a dim of the {len(shape)}-d pattern")
+            return IndirectTensor(self.storage, tuple(shape), tuple(strides), self.offset + int(offset),
+                                  element, vector_offset, indirect_dim)
+        view = self._derive(shape, strides, self.offset + int(offset), element)
         _check_inside(view)
         return view
 
@@ -267,6 +269,21 @@ class NkiTensor(View):
                                what="NkiTensor.indirect")
 
     reinterpret_cast = view
+
+
+class IndirectTensor(NkiTensor):
+    """An access pattern whose position along `indirect_dim` comes from an index tile, one index per
+    step (DMA gather/scatter through `ap(vector_offset=...)`). Bounds are checked when the DMA runs."""
+
+    __slots__ = ("index", "indirect_dim")
+
+    def __init__(self, storage, shape, strides, offset, element, index, indirect_dim: int):
+        super().__init__(storage, shape, strides, offset, element)
+        self.index = index
+        self.indirect_dim = indirect_dim
+
+    def _derive(self, *args, **kwargs):
+        raise ShapeError("an indirect access pattern cannot be viewed further", hint="index the tensor first")
 
 
 def _groups(side: str) -> list[list[str]]:
