@@ -54,21 +54,31 @@ def covers(x: Box, y: Box) -> bool:
     return x[6] == y[6] and x[2] <= y[2] and y[3] <= x[3] and x[4] <= y[4] and y[5] <= x[5]
 
 
+def _touch(item: list, end_s: float, index: int, keep_later: bool) -> None:
+    """A new use of an entry's box: a write replaces the last one, a read keeps the later."""
+    if not keep_later or end_s > item[2]:
+        item[2], item[3] = end_s, index
+
+
 class _Boxes:
-    """Boxes of one allocation with the instruction that last used each: sorted by first byte."""
+    """Boxes of one allocation with the instruction that last used each: sorted by first byte.
+
+    Most allocations are used as one whole box: until a second box appears, `items` holds one
+    entry and there is no index; `exact` (box -> entry) is built when a second box arrives.
+    """
 
     __slots__ = ("starts", "items", "exact", "longest")
 
     def __init__(self):
         self.starts: list[int] = []
         self.items: list[list] = []  # [first byte, box, end_s, instruction]
-        self.exact: dict[Box, list] = {}
+        self.exact: dict[Box, list] | None = None
         self.longest = 0
 
     def meeting(self, box: Box) -> list[list]:
         """The entries whose boxes overlap `box`."""
         items = self.items
-        if len(items) == 1:  # the common case: one tile, used whole
+        if len(items) == 1:
             return items if overlaps(items[0][1], box) else []
         stop = bisect_right(self.starts, box[1])
         start = bisect_left(self.starts, box[0] - self.longest, 0, stop)
@@ -76,31 +86,40 @@ class _Boxes:
 
     def add(self, box: Box, end_s: float, index: int, keep_later: bool) -> None:
         """Record a use of `box`; a read keeps the later end of two reads of the same box."""
+        items = self.items
+        if not items:
+            self.items, self.starts = [[box[0], box, end_s, index]], [box[0]]
+            self.longest = max(self.longest, box[1] - box[0])
+            return
+        if self.exact is None:
+            if items[0][1] == box and len(items) == 1:
+                _touch(items[0], end_s, index, keep_later)
+                return
+            self.exact = {item[1]: item for item in items}
         item = self.exact.get(box)
         if item is not None:
-            if not keep_later or end_s > item[2]:
-                item[2], item[3] = end_s, index
+            _touch(item, end_s, index, keep_later)
             return
         item = [box[0], box, end_s, index]
         position = bisect_right(self.starts, box[0])
         self.starts.insert(position, box[0])
-        self.items.insert(position, item)
+        items.insert(position, item)
         self.exact[box] = item
         self.longest = max(self.longest, box[1] - box[0])
 
     def drop_covered(self, box: Box) -> None:
         """Forget the boxes a new write covers: waiting on the write implies waiting on them."""
         items = self.items
-        if len(items) == 1 and covers(box, items[0][1]):
-            self.exact.clear()
-            items.clear()
-            self.starts.clear()
+        if len(items) == 1:
+            if covers(box, items[0][1]):
+                self.items, self.starts, self.exact = [], [], None
             return
         stop = bisect_right(self.starts, box[1])
         start = bisect_left(self.starts, box[0], 0, stop)
         doomed = [k for k in range(start, stop) if covers(box, items[k][1])]
         for k in reversed(doomed):
-            del self.exact[items[k][1]]
+            if self.exact is not None:
+                del self.exact[items[k][1]]
             del self.starts[k]
             del items[k]
 

@@ -79,22 +79,20 @@ def lane_name(engine: Engine, core: int, queue: int | None = None) -> str:
     return name if core == 0 else f"nc{core}.{name}"
 
 
-class _Costs:
+class _Costs(dict):
     """Seconds per instruction, computed once per distinct (opcode, engine, shapes, params)."""
 
     def __init__(self, core: CoreSpec):
+        super().__init__()
         self.core = core
-        self.cache: dict[tuple, float] = {}
 
-    def seconds(self, ins: Instruction, shapes: tuple) -> float:
-        key = (id(ins.opcode), id(ins.engine), shapes, tuple(ins.params.items()))
+    def compute(self, ins: Instruction, key: tuple) -> float:
+        seconds = float(COST[ins.opcode](ins, self.core))
         try:
-            cost = self.cache.get(key)
+            self[key] = seconds
         except TypeError:  # a parameter that is not hashable (a list): cost it every time
-            return float(COST[ins.opcode](ins, self.core))
-        if cost is None:
-            cost = self.cache[key] = float(COST[ins.opcode](ins, self.core))
-        return cost
+            pass
+        return seconds
 
 
 class _Lanes:
@@ -107,7 +105,7 @@ class _Lanes:
         self.engines: list[tuple[Engine, int]] = []
         self.free_s: list[float] = []
         self.last: list[int] = []
-        self.dma_lanes: dict[int, list[int]] = {}
+        self.dma_base: dict[int, int] = {}
 
     def lane(self, engine: Engine, core: int, queue: int | None = None) -> int:
         key = (id(engine), core, queue)  # ids hash in C; Enum members hash in Python
@@ -124,21 +122,23 @@ class _Lanes:
         """The kernel's queue if it named one; else the queue that frees first, unless the
         transfer waits for its data anyway: then the busiest queue that is free by then, so
         early-free queues stay open for transfers that are ready now (best fit)."""
+        base = self.dma_base.get(ins.core)
+        if base is None:  # a core's queues are made together: lanes base .. base + queues - 1
+            base = self.dma_base[ins.core] = len(self.names)
+            for queue in range(self.queues):
+                self.lane(Engine.DMA, ins.core, queue)
         queue = ins.params.get("queue")
         if type(queue) is int:  # a named issuing engine ("sync", "gpsimd") picks no queue
             if not 0 <= queue < self.queues:
                 raise ConfigError(f"{ins}: DMA queue {queue!r} does not exist",
                                   hint=f"this core has queues 0..{self.queues - 1}")
-            return self.lane(Engine.DMA, ins.core, queue)
-        lanes = self.dma_lanes.get(ins.core)
-        if lanes is None:
-            lanes = self.dma_lanes[ins.core] = [self.lane(Engine.DMA, ins.core, q)
-                                                for q in range(self.queues)]
-        free = self.free_s
-        earliest = min(lanes, key=free.__getitem__)
-        if ready_s <= free[earliest]:
-            return earliest
-        return max([lane for lane in lanes if free[lane] <= ready_s], key=free.__getitem__)
+            return base + queue
+        free = self.free_s[base:base + self.queues]
+        earliest = min(free)
+        if ready_s <= earliest:
+            return base + free.index(earliest)
+        fitting = max(f for f in free if f <= ready_s)
+        return base + free.index(fitting)
 
 
 def schedule(trace: Trace, target: str | CoreSpec | None = None) -> Timeline:
@@ -158,7 +158,8 @@ def _schedule(trace: Trace, target: str | CoreSpec | None) -> Timeline:
     target = trace.target if target is None else target
     core = core_spec(target)
     costs = _Costs(core)
-    lane_of, start_s, end_s, waited_on = [], [], [], []
+    count = len(trace)
+    lane_of, start_s, end_s, waited_on = [0] * count, [0.0] * count, [0.0] * count, [-1] * count
     hazards, lanes = HazardTracker(), _Lanes(core)
     sync_s = {id(engine): core.costs.static_overhead_cycles / core.engines[engine.value].clock_hz
               for engine in Engine if engine.value in core.engines}
@@ -182,14 +183,17 @@ def _schedule(trace: Trace, target: str | CoreSpec | None) -> Timeline:
             # accumulation group, which the PE array and PSUM pipeline in place.
             pipelined = id(ins.opcode) in matmuls and id(trace[blocker].opcode) in matmuls
             start = ready if pipelined else ready + sync_s.get(id(engine), 0.0)
-            waited_on.append(blocker)
+            waited_on[index] = blocker
         else:
-            waited_on.append(last[lane])
-        end = start + costs.seconds(ins, shapes)
+            waited_on[index] = last[lane]
+        key = (id(ins.opcode), id(engine), shapes, tuple(ins.params.items()))
+        try:
+            seconds = costs.get(key)
+        except TypeError:
+            seconds = None
+        end = start + (seconds if seconds is not None else costs.compute(ins, key))
         free[lane], last[lane] = end, index
-        lane_of.append(lane)
-        start_s.append(start)
-        end_s.append(end)
+        lane_of[index], start_s[index], end_s[index] = lane, start, end
         record(accesses, end, index)
     name = target if isinstance(target, str) else core.name
     return Timeline(trace=trace, core=core, target=name, lanes=tuple(lanes.names),
