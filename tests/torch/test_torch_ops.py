@@ -198,3 +198,30 @@ def test_strict_mode_raises_unsupported_naming_the_overload():
 def test_every_family_entry_names_a_real_aten_op():
     assert len(FAMILIES) > 300
     assert [name for name in FAMILIES if not hasattr(torch.ops.aten, name)] == []
+
+
+def test_composite_ops_arriving_whole_without_autograd_decompose_as_on_cpu():
+    torch.manual_seed(2)
+    cpu_layer = torch.nn.Linear(6, 3)
+    neuron_layer = torch.nn.Linear(6, 3)
+    neuron_layer.load_state_dict(cpu_layer.state_dict())
+    neuron_layer.to("neuron")
+    x = torch.randn(4, 6)
+    with config.override(strict=True):
+        for mode in (torch.inference_mode, torch.no_grad):
+            with mode():
+                assert_same(neuron_layer(x.to("neuron")), cpu_layer(x))
+
+
+def test_comparison_and_set_ops_run_on_the_device():
+    x = torch.tensor([3.0, 1.0, 3.0, 2.0])
+    n = x.to("neuron")
+    with config.override(strict=True):
+        assert torch.allclose(n, n) and torch.equal(n, n)
+        assert_same(torch.unique(n), torch.unique(x))
+        assert_same(torch.isclose(n, n + 1e-9), torch.isclose(x, x + 1e-9))
+        assert_same(torch.searchsorted(n.sort().values, n), torch.searchsorted(x.sort().values, x))
+        torch.manual_seed(0)
+        expected = torch.multinomial(x, 2)
+        torch.manual_seed(0)
+        assert_same(torch.multinomial(n, 2), expected)

@@ -44,7 +44,8 @@ _family("loss", """mse_loss mse_loss_backward nll_loss_forward nll_loss_backward
     binary_cross_entropy_with_logits smooth_l1_loss smooth_l1_loss_backward huber_loss
     huber_loss_backward""")
 _family("reduction", """sum mean amax amin max min argmax argmin prod var var_mean std std_mean norm
-    linalg_vector_norm logsumexp cumsum cumsum_ cumprod any all count_nonzero _cdist_forward""")
+    linalg_vector_norm logsumexp cumsum cumsum_ cumprod any all count_nonzero _cdist_forward
+    equal allclose isclose _unique2 unique_consecutive unique_dim bincount histc searchsorted bucketize""")
 _family("indexing", """index index_put index_put_ _index_put_impl_ index_select index_add index_add_
     index_copy_ gather scatter scatter_ scatter_add scatter_add_ masked_fill masked_fill_
     masked_scatter masked_scatter_ masked_select nonzero where take topk sort argsort embedding_renorm_
@@ -68,7 +69,7 @@ _family("elementwise", """add add_ sub sub_ mul mul_ div div_ neg neg_ pow pow_ 
     nan_to_num nan_to_num_ square cosh sinh atan atan2 acos asin tan triu_indices tril_indices
     ones_like zeros_like empty_like full_like rand_like randn_like randint_like
     new_empty new_empty_strided new_zeros new_ones new_full alias_copy bernoulli bernoulli_ uniform_
-    normal_ random_ exponential_ native_dropout native_dropout_backward dropout _fused_dropout
+    normal_ random_ exponential_ multinomial native_dropout native_dropout_backward dropout _fused_dropout
     heaviside xlogy logit sgn sgn_ logical_and_ logical_or_ logical_not_ logical_xor_ bitwise_and_
     bitwise_or_ eq_ ne_ lt_ le_ gt_ ge_""")
 _family("factory", """arange zeros ones full empty empty_strided scalar_tensor rand randn randint randperm
@@ -199,6 +200,12 @@ def item_rule(func, args, kwargs):
     return args[0]._elem.item()
 
 
+def decompose_rule(func, args, kwargs):
+    """A composite op that arrived whole (autograd off, e.g. inference_mode): run its decomposition,
+    whose parts come back through the op table, as CPU runs the same decomposition."""
+    return func.decompose(*args, **kwargs)
+
+
 def resolve(func):
     """The rule that runs `func` on neuron tensors (NeuronTensor caches it per overload)."""
     name = func._opname
@@ -206,4 +213,7 @@ def resolve(func):
         return copy_rule
     if func.namespace == "aten" and name == "_local_scalar_dense":
         return item_rule
+    composite = torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
+    if func.namespace == "aten" and name not in FAMILIES and composite:
+        return decompose_rule
     return eager_rule(kernel_for(func))
