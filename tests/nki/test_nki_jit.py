@@ -150,3 +150,14 @@ def test_while_loop_and_bare_register_condition():
         nl.store(out, acc)
         return out
     assert (nki.simulate(kernel)(X) == 23).all()
+
+
+def test_plain_launch_has_no_grid():
+    seen = []
+
+    def kernel(x):
+        seen.append((nl.program_ndim(), nl.num_programs(axes=0), nl.program_id(axis=0)))
+        return x
+    nki.simulate(kernel)(X)
+    nki.jit(kernel)[2](X)
+    assert seen[0] == (0, 1, 0) and sorted(seen[1:]) == [(1, 2, 0), (1, 2, 1)]

@@ -86,11 +86,13 @@ def test_indirect_dma_gather_scatter_and_oob_modes():
     def gather(t, idx, mode):
         index = nl.load(idx)
         tile = nl.full((4, 8), -1.0, nl.float32)
-        nisa.dma_copy(dst=tile, src=t.ap([[8, 4], [1, 8]], vector_offset=index, indirect_dim=0), oob_mode=mode)
+        rows_view = t.ap([[8, 4], [1, 8]], vector_offset=index, indirect_dim=0)
+        nisa.dma_copy(dst=tile, src=rows_view, oob_mode=mode)
         out = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
         nl.store(out, tile)
         return out
-    np.testing.assert_array_equal(nki.simulate(gather)(table, rows, nisa.oob_mode.error), table[[5, 99, 0, 42]])
+    gathered = nki.simulate(gather)(table, rows, nisa.oob_mode.error)
+    np.testing.assert_array_equal(gathered, table[[5, 99, 0, 42]])
     bad = np.array([[5], [100], [0], [42]], np.int32)
     with pytest.raises(HazardError, match="indirect DMA"):
         nki.simulate(gather)(table, bad, nisa.oob_mode.error)

@@ -79,13 +79,13 @@ class NeuronCore:
     """A core of the target generation executing one program of a launch."""
 
     def __init__(self, spec, launch: Launch, *, with_values: bool, strict: bool, program_id: int = 0,
-                 grid: tuple[int, ...] = (1,), seed: int = 0):
+                 grid: tuple[int, ...] = (), seed: int = 0):
         self.spec = spec
         self.launch = launch
         self.with_values = with_values
         self.strict = strict
         self.program_id = program_id
-        self.grid = grid  # SPMD launch grid; program_id is the flat index into it
+        self.grid = grid  # SPMD launch grid (() without one); program_id is the flat index into it
         self.shared_made = 0  # shared-HBM tensors this program has created so far
         sbuf = Allocator(Memory.SBUF, spec.sbuf_bytes_per_partition, spec.partitions)
         psum = Allocator(Memory.PSUM, spec.psum_bytes_per_partition, spec.partitions, spec.psum_bank_bytes)

@@ -103,7 +103,7 @@ def run(kernel: Kernel, args, kwargs, *, target: str | None, with_values: bool):
     launch = Launch(target, programs if programs == 2 else 1)
     settings = config.current()
     cores = [NeuronCore(spec, launch, with_values=with_values, strict=settings.strict, program_id=p,
-                        grid=kernel.grid or (1,)) for p in range(programs)]
+                        grid=kernel.grid) for p in range(programs)]
     token = backend.activate(cores[0])
     try:
         kind, hbm_args, hbm_kwargs = interop.to_hbm(args, kwargs, "shared_hbm" if programs > 1 else "hbm")

@@ -239,18 +239,25 @@ def no_reorder():
 
 # --- SPMD and debug -----------------------------------------------------------------------------
 def program_id(axis: int = 0) -> int:
+    """This program's index along `axis` of the launch grid (0 without a grid)."""
     running = backend.core()
+    if not running.grid:
+        return 0
     return int(np.unravel_index(running.program_id, running.grid)[axis])
 
 
 def num_programs(axes: int = 0) -> int:
+    """Programs along `axes` of the launch grid (1 without a grid)."""
     grid = backend.core().grid
+    if not grid:
+        return 1
     if isinstance(axes, tuple | list):
         return math.prod(grid[a] for a in axes)
     return grid[axes]
 
 
 def program_ndim() -> int:
+    """Dimensions of the launch grid: 0 for a plain launch."""
     return len(backend.core().grid)
 
 
