@@ -188,10 +188,10 @@ def _schedule(trace: Trace, target: str | CoreSpec | None) -> Timeline:
             waited_on[index] = last[lane]
         key = (id(ins.opcode), id(engine), shapes, tuple(ins.params.items()))
         try:
-            seconds = costs.get(key)
-        except TypeError:
-            seconds = None
-        end = start + (seconds if seconds is not None else costs.compute(ins, key))
+            seconds = costs[key]
+        except (KeyError, TypeError):  # a new shape, or a parameter that cannot be hashed
+            seconds = costs.compute(ins, key)
+        end = start + seconds
         free[lane], last[lane] = end, index
         lane_of[index], start_s[index], end_s[index] = lane, start, end
         record(accesses, end, index)
