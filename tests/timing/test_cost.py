@@ -53,6 +53,19 @@ def test_fp8_double_row_streams_twice_the_contraction_in_the_same_time_on_trn2()
     assert instruction_seconds(double, "trn2") == pytest.approx(instruction_seconds(plain, "trn2"))
 
 
+def _mx_matmul():
+    """[128, 128] x [128, 512] stored x4 items: K = 4 x 128 contraction values (trn3)."""
+    x4 = "float8_e4m3fn_x4"
+    return instr(Opcode.MATMUL_MX, Engine.TENSOR, [region(PSUM, 512, dtype="float32")],
+                 [region(SBUF, 128, dtype=x4), region(SBUF, 512, dtype=x4),
+                  region(SBUF, 4, dtype="uint8"), region(SBUF, 16, dtype="uint8")])
+
+
+def test_an_mx_matmul_streams_its_x4_items_at_the_bf16_interval():
+    bf16 = matmul(region(PSUM, 512, dtype="float32"), region(SBUF, 128), region(SBUF, 512))
+    assert instruction_seconds(_mx_matmul(), "trn3") == pytest.approx(instruction_seconds(bf16, "trn3"))
+
+
 def test_a_long_stationary_load_shows_only_when_longer_than_the_multiply():
     core = hardware.core("trn1")
     wide = matmul(region(PSUM, 64, dtype="float32"), region(SBUF, 1024), region(SBUF, 64))

@@ -32,6 +32,25 @@ def test_fp32_matmuls_are_measured_against_the_fp32_peak():
     assert summary.peak_flops_per_s == pytest.approx(hardware.core("trn2").peak_flops["fp32"])
 
 
+def test_mx_matmuls_count_four_values_per_item_against_the_mx_peak():
+    x4 = "float8_e4m3fn_x4"
+    mx = instr(Opcode.MATMUL_MX, Engine.TENSOR, [region(PSUM, 512, dtype="float32")],
+               [region(SBUF, 128, dtype=x4), region(SBUF, 512, dtype=x4),
+                region(SBUF, 4, dtype="uint8"), region(SBUF, 16, dtype="uint8")])
+    summary = summarize(schedule(Trace("trn3", [mx]), "trn3"))
+    assert summary.flops == 2 * (4 * 128) * 128 * 512
+    assert summary.peak_flops_per_s == pytest.approx(hardware.core("trn3").peak_flops["mxfp8"])
+
+
+def test_fp8_double_row_counts_both_rows():
+    fp8 = "float8_e4m3"
+    double = matmul(region(PSUM, 512, dtype="float32"), region(SBUF, (2, 128), dtype=fp8),
+                    region(SBUF, (2, 512), dtype=fp8), perf_mode="double_row")
+    summary = summarize(schedule(Trace("trn2", [double]), "trn2"))
+    assert summary.flops == 2 * 256 * 128 * 512
+    assert summary.peak_flops_per_s == pytest.approx(hardware.core("trn2").peak_flops["fp8"])
+
+
 def test_engine_busy_time_and_dma_traffic():
     trace = compute_bound_trace(tiles=64)
     timeline = schedule(trace, "trn1")

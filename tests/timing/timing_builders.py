@@ -7,7 +7,8 @@ import itertools
 from trnsim.core.isa import Engine, Memory, Opcode
 from trnsim.core.trace import Instruction, Region, Trace, freeze_params
 
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3": 1, "int32": 4}
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3": 1, "int32": 4,
+               "float8_e4m3fn_x4": 4, "uint8": 1}
 _ids = itertools.count(1000)
 
 

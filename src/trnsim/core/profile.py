@@ -20,7 +20,7 @@ import numpy as np
 
 from trnsim.core.isa import DMA, MATMUL, Engine, Opcode
 from trnsim.core.schedule import Timeline, lane_name, schedule
-from trnsim.core.timing import dma_bytes, matmul_rows_per_pass
+from trnsim.core.timing import dma_bytes, matmul_rows_per_pass, matmul_values_per_item
 from trnsim.core.trace import Instruction, Trace
 from trnsim.errors import ConfigError
 from trnsim.hardware.specs import CoreSpec
@@ -97,10 +97,12 @@ def peak_class(ins: Instruction) -> str:
 
 
 def matmul_flops(ins: Instruction, core: CoreSpec) -> float:
-    """2*K*M*N of one matmul, K counting both rows of a double-row (or MX quad) pass."""
+    """2*K*M*N of one matmul; K counts both rows of a double-row pass and every value of an MX
+    x4 item."""
     stationary, moving = ins.inputs[0], ins.inputs[1]
     per_partition = stationary.elements_per_partition * moving.elements_per_partition
-    return 2.0 * moving.partition_count * per_partition / matmul_rows_per_pass(ins, core)
+    packed = matmul_values_per_item(ins, core) / matmul_rows_per_pass(ins, core)
+    return 2.0 * moving.partition_count * per_partition * packed
 
 
 def _where(ins: Instruction) -> str:

@@ -178,12 +178,19 @@ def _scalar_tensor_tensor_seconds(ins: Instruction, core: CoreSpec) -> float:
 
 
 def matmul_rows_per_pass(ins: Instruction, core: CoreSpec) -> float:
-    """Contraction rows each PE consumes per cycle: 2 in fp8 double-row, 4 in MX quad mode."""
-    tensor = core.engines[Engine.TENSOR.value]
-    if ins.opcode is Opcode.MATMUL_MX:
-        return tensor.width("mx") / tensor.width("default")
+    """fp8 double-row mode lays both contraction rows out in the free dims ([128, 2, N]), so
+    the free size counts each column twice and the array streams two per cycle."""
     if ins.param("perf_mode") == "double_row":
+        tensor = core.engines[Engine.TENSOR.value]
         return tensor.width("fp8") / tensor.width("default")
+    return 1.0
+
+
+def matmul_values_per_item(ins: Instruction, core: CoreSpec) -> float:
+    """MX quad mode: each stored x4 item packs this many contraction values (K = 4 x P)."""
+    if ins.opcode is Opcode.MATMUL_MX:
+        tensor = core.engines[Engine.TENSOR.value]
+        return tensor.width("mx") / tensor.width("default")
     return 1.0
 
 
