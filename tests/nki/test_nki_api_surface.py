@@ -40,7 +40,6 @@ float8_e8m0fnu float8_e5m2_x4 float8_e4m3fn_x4 float4_e2m1fn_x4 tile_size NKIObj
 
 UNSUPPORTED_NISA = ["dma_compute", "local_gather", "activate2", "tensor_scalar_cumulative",
                     "rand_set_state", "rand_get_state", "sequence_bounds", "nonzero_with_count", "topk"]
-UNSUPPORTED_NL = ["gather_flattened"]
 DOCS = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "nki.md").read_text()
 
 
@@ -49,8 +48,7 @@ def test_every_documented_name_exists():
     assert [n for n in NL if not hasattr(nl, n)] == []
 
 
-@pytest.mark.parametrize("module,name", [("nisa", n) for n in UNSUPPORTED_NISA] +
-                         [("nl", n) for n in UNSUPPORTED_NL])
+@pytest.mark.parametrize("module,name", [("nisa", n) for n in UNSUPPORTED_NISA])
 def test_unsupported_names_raise_and_are_documented(module, name):
     function = getattr(nisa if module == "nisa" else nl, name)
 

@@ -105,3 +105,10 @@ def test_tile_size_follows_the_target():
         nki.simulate(kernel, target=target)(A)
         assert seen[128][0] == {"trn1": 192, "trn2": 224, "trn3": 256}[target] * 1024
     assert seen[128][1:] == (8, 512, 512)
+
+
+def test_gather_flattened_matches_take_along_axis():
+    data = RNG.standard_normal((4, 2, 3)).astype(np.float32)
+    index = RNG.integers(0, 6, (4, 5)).astype(np.uint32)
+    expected = np.take_along_axis(data.reshape(4, -1), index.astype(np.int64), axis=1)
+    np.testing.assert_array_equal(run(nl.gather_flattened, data, index), expected)

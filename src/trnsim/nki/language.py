@@ -14,7 +14,6 @@ import numpy as np
 
 from trnsim import hardware
 from trnsim.core.isa import Memory
-from trnsim.errors import UnsupportedError
 from trnsim.nki import backend, dtypes
 from trnsim.nki import isa as nisa
 from trnsim.nki.registers import VirtualRegister
@@ -198,8 +197,11 @@ def ds(start, size: int, step: int = 1) -> DynSlice:
     return DynSlice(start, size, step)
 
 
-def gather_flattened(*args, **kwargs):
-    raise UnsupportedError("nl.gather_flattened is not emulated yet", what="nl.gather_flattened")
+def gather_flattened(data, indices, axis: int = 0, dtype=None, **_) -> NkiTensor:
+    """Per partition, out[p, ...] = flattened data[p][indices[p, ...]] (a GpSimd gather)."""
+    out = ndarray(indices.shape, data.dtype, sbuf)
+    nisa.nc_n_gather(dst=out, data=data, indices=indices)
+    return out if dtype is None or dtypes.dtype(dtype).name == data.dtype else copy(out, dtype)
 
 
 # --- loops and control flow ---------------------------------------------------------------------
