@@ -89,3 +89,22 @@ def test_a_kernel_with_only_vector_work_has_no_flops_and_zero_hfu():
     copy = instr(Opcode.TENSOR_COPY, Engine.VECTOR, [region(SBUF, 512)], [region(SBUF, 512)])
     summary = summarize(schedule(Trace("trn2", [copy, load(region(HBM, 512), region(SBUF, 512))])))
     assert summary.flops == 0 and summary.hfu == 0.0
+
+
+def test_plain_fp8_runs_against_the_16_bit_peak():
+    fp8 = "float8_e4m3"
+    plain = matmul(region(PSUM, 512, dtype="float32"), region(SBUF, 128, dtype=fp8),
+                   region(SBUF, 512, dtype=fp8))
+    summary = summarize(schedule(Trace("trn2", [plain]), "trn2"))
+    assert summary.peak_flops_per_s == pytest.approx(hardware.core("trn2").peak_flops["bf16"])
+
+
+def test_utilization_is_unknown_when_the_peak_is_not_published():
+    fp8 = "float8_e4m3"
+    double = matmul(region(PSUM, 512, dtype="float32"), region(SBUF, (2, 128), dtype=fp8),
+                    region(SBUF, (2, 512), dtype=fp8), perf_mode="double_row")
+    assert "fp8" not in hardware.core("trn3").peak_flops
+    summary = summarize(schedule(Trace("trn3", [double]), "trn3"), model_flops=1e9)
+    assert summary.hfu is None and summary.mfu is None and summary.peak_flops_per_s is None
+    assert summary.unpublished_peaks == ("fp8",)
+    assert summary.flops > 0

@@ -8,7 +8,7 @@ from trnsim.core.isa import Engine, Memory, Opcode
 from trnsim.core.schedule import latency_s, schedule
 from trnsim.core.timing import instruction_seconds
 from trnsim.core.trace import Region, Trace
-from trnsim.errors import ConfigError
+from trnsim.errors import ConfigError, UnsupportedError
 
 SBUF, PSUM, HBM = Memory.SBUF, Memory.PSUM, Memory.HBM
 
@@ -170,3 +170,13 @@ def test_reading_back_an_hbm_tile_waits_for_the_store_that_wrote_it():
     assert timeline.start_s[1] == 0.0
     assert timeline.start_s[2] >= timeline.end_s[0]
     assert timeline.waited_on[2] == 0
+
+
+def test_retiming_an_instruction_the_older_generation_lacks_is_refused():
+    x4 = "float8_e4m3fn_x4"
+    mx = instr(Opcode.MATMUL_MX, Engine.TENSOR, [region(PSUM, 512, dtype="float32")],
+               [region(SBUF, 128, dtype=x4), region(SBUF, 512, dtype=x4)])
+    trace = Trace("trn3", [mx])
+    assert schedule(trace, "trn3").latency_s > 0
+    with pytest.raises(UnsupportedError, match="nisa.nc_matmul_mx needs NeuronCore-v4"):
+        schedule(trace, "trn2")

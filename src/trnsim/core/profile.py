@@ -7,7 +7,8 @@
 Utilization follows the Neuron profiler's definitions: HFU is the FLOPs the Tensor Engine
 actually executed (every matmul of the trace, 2*K*M*N) over the core's peak for those dtypes in
 the kernel's latency; MFU is the same with the model's FLOPs, which only the caller knows
-(`model_flops=`), so it is None unless given.
+(`model_flops=`), so it is None unless given. Both are None when the documentation publishes no
+peak for a rate the kernel uses (e.g. fp8 double-row on trn3): `unpublished_peaks` names it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from trnsim.core.isa import DMA, MATMUL, Engine, Opcode
 from trnsim.core.schedule import Timeline, lane_name, schedule
 from trnsim.core.timing import dma_bytes, matmul_rows_per_pass, matmul_values_per_item
 from trnsim.core.trace import Instruction, Trace
-from trnsim.errors import ConfigError
 from trnsim.hardware.specs import CoreSpec
 
 _PEAK_CLASS = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "tfloat32": "tf32",
@@ -63,9 +63,10 @@ class Summary:
     dma_bytes: int
     dma_bytes_per_s: float
     flops: float
-    peak_flops_per_s: float
-    hfu: float
+    peak_flops_per_s: float | None
+    hfu: float | None
     mfu: float | None
+    unpublished_peaks: tuple[str, ...]
     critical_path_s: float
     critical_path: tuple[Hotspot, ...]
     top: tuple[Hotspot, ...]
@@ -77,6 +78,7 @@ class Summary:
             "instructions": self.instructions, "dma_bytes": self.dma_bytes,
             "dma_bytes_per_s": self.dma_bytes_per_s, "flops": self.flops,
             "peak_flops_per_s": self.peak_flops_per_s, "hfu": self.hfu, "mfu": self.mfu,
+            "unpublished_peaks": list(self.unpublished_peaks),
             "critical_path_s": self.critical_path_s,
             "engines": {k: _fields(v) for k, v in self.engines.items()},
             "critical_path": [_fields(h) for h in self.critical_path],
@@ -89,11 +91,15 @@ def _fields(record) -> dict:
 
 
 def peak_class(ins: Instruction) -> str:
-    """The `peak_flops` key a matmul's inputs run at."""
+    """The `peak_flops` key of the rate a matmul runs at: fp8 reaches its own (double) peak
+    only in double-row mode; otherwise it streams at the 16-bit rate."""
     if ins.opcode is Opcode.MATMUL_MX:
         return "mxfp8"
     classes = {_PEAK_CLASS.get(r.dtype, "fp32") for r in ins.inputs[:2]}
-    return "fp32" if "fp32" in classes else classes.pop()
+    if "fp32" in classes:
+        return "fp32"
+    chosen = classes.pop() if len(classes) == 1 else "bf16"
+    return "bf16" if chosen == "fp8" and ins.param("perf_mode") != "double_row" else chosen
 
 
 def matmul_flops(ins: Instruction, core: CoreSpec) -> float:
@@ -155,26 +161,31 @@ def summarize(timeline: Timeline, *, model_flops: float | None = None, top: int 
     core, trace = timeline.core, timeline.trace
     latency = timeline.latency_s
     flops, busy_peak = 0.0, 0.0
-    moved = 0
+    moved, unpublished = 0, set()
     for ins in trace:
         if ins.opcode in MATMUL:
             work = matmul_flops(ins, core)
             peak = core.peak_flops.get(peak_class(ins))
             if peak is None:
-                raise ConfigError(f"{ins}: {core.name} publishes no peak for {peak_class(ins)}")
+                unpublished.add(peak_class(ins))
+            else:
+                busy_peak += work / peak
             flops += work
-            busy_peak += work / peak
         elif ins.opcode in DMA:
             moved += dma_bytes(ins)
-    peak_flops = flops / busy_peak if busy_peak else core.peak_flops.get("bf16", 0.0)
-    hfu = busy_peak / latency if latency else 0.0
-    mfu = model_flops / (peak_flops * latency) if model_flops is not None and latency else None
+    if unpublished:  # no utilization against a peak the documentation does not give
+        peak_flops = hfu = mfu = None
+    else:
+        peak_flops = flops / busy_peak if busy_peak else core.peak_flops["bf16"]
+        hfu = busy_peak / latency if latency else 0.0
+        mfu = model_flops / (peak_flops * latency) if model_flops is not None and latency else None
     path_s, path = _critical(timeline, top)
     return Summary(target=timeline.target, core=core.name, latency_s=latency,
                    instructions=len(trace), engines=MappingProxyType(_engine_use(timeline)),
                    dma_bytes=moved, dma_bytes_per_s=moved / latency if latency else 0.0,
                    flops=flops, peak_flops_per_s=peak_flops, hfu=hfu, mfu=mfu,
-                   critical_path_s=path_s, critical_path=path, top=_top(timeline, top))
+                   unpublished_peaks=tuple(sorted(unpublished)), critical_path_s=path_s,
+                   critical_path=path, top=_top(timeline, top))
 
 
 def profile_trace(trace: Trace, targets: Iterable[str | CoreSpec] | None = None, *,

@@ -57,12 +57,15 @@ def _row(cells: list, header: bool = False) -> str:
 def summary_html(summary: Summary) -> str:
     """The summary of one target as HTML tables."""
     mfu = "-" if summary.mfu is None else f"{summary.mfu:.1%}"
+    hfu = "-" if summary.hfu is None else f"{summary.hfu:.1%}"
+    if summary.unpublished_peaks:
+        hfu = f"- (no published {', '.join(summary.unpublished_peaks)} peak)"
     facts = [["latency", f"{summary.latency_s * 1e3:.4f} ms"],
              ["instructions", summary.instructions],
              ["DMA bytes", f"{summary.dma_bytes:,}"],
              ["DMA achieved", f"{summary.dma_bytes_per_s / 1e9:.1f} GB/s"],
              ["FLOPs (Tensor Engine)", f"{summary.flops:.4g}"],
-             ["HFU", f"{summary.hfu:.1%}"], ["MFU", mfu],
+             ["HFU", hfu], ["MFU", mfu],
              ["critical path busy", f"{summary.critical_path_s * 1e3:.4f} ms"]]
     rows = [_row(f) for f in facts]
     engines = [_row(["engine", "instructions", "busy ms", "busy %"], header=True)]

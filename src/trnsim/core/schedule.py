@@ -20,7 +20,7 @@ import numpy as np
 
 from trnsim.core.hazards import HazardTracker
 from trnsim.core.isa import MATMUL, Engine
-from trnsim.core.timing import COST, core_spec
+from trnsim.core.timing import core_spec, instruction_seconds
 from trnsim.core.trace import Instruction, Trace
 from trnsim.errors import ConfigError
 from trnsim.hardware.specs import CoreSpec
@@ -87,7 +87,7 @@ class _Costs(dict):
         self.core = core
 
     def compute(self, ins: Instruction, key: tuple) -> float:
-        seconds = float(COST[ins.opcode](ins, self.core))
+        seconds = float(instruction_seconds(ins, self.core))
         try:
             self[key] = seconds
         except TypeError:  # a parameter that is not hashable (a list): cost it every time

@@ -20,10 +20,10 @@ from __future__ import annotations
 import math
 
 from trnsim import hardware
-from trnsim.core.isa import Engine, Memory, Opcode
+from trnsim.core.isa import SPECS, Engine, Memory, Opcode
 from trnsim.core.rules import RuleTable
 from trnsim.core.trace import Instruction, Region
-from trnsim.errors import ConfigError
+from trnsim.errors import ConfigError, UnsupportedError
 from trnsim.hardware.specs import CoreSpec
 
 COST = RuleTable("COST")
@@ -48,7 +48,14 @@ def core_spec(target: str | CoreSpec) -> CoreSpec:
 
 def instruction_seconds(ins: Instruction, target: str | CoreSpec) -> float:
     """Seconds `ins` keeps its engine (or DMA queue) busy on `target`."""
-    return COST[ins.opcode](ins, core_spec(target))
+    core = core_spec(target)
+    first = SPECS[ins.opcode].first_generation
+    if core.generation < first:
+        raise UnsupportedError(
+            f"{ins}: {SPECS[ins.opcode].nki_name} needs NeuronCore-v{first} or later; "
+            f"{core.name} does not have it", what=SPECS[ins.opcode].nki_name, target=core.name,
+            hint="time this trace on a generation that has the instruction")
+    return COST[ins.opcode](ins, core)
 
 
 def width_class(regions: tuple[Region, ...]) -> str:

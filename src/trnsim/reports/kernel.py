@@ -90,5 +90,6 @@ def summary_table(profiles: Iterable[KernelProfile]) -> Table:
             engine = f"{busiest.name} {busiest.busy_fraction:.0%}" if busiest else "-"
             table.add_row(item.name, target, str(summary.instructions),
                           f"{summary.latency_s * 1e3:.4f}", engine,
-                          f"{summary.dma_bytes_per_s / 1e9:.1f}", f"{summary.hfu:.1%}")
+                          f"{summary.dma_bytes_per_s / 1e9:.1f}",
+                          "-" if summary.hfu is None else f"{summary.hfu:.1%}")
     return table
