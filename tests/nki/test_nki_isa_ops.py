@@ -326,3 +326,15 @@ def test_rand2_range_on_trn3_only():
     assert values.min() >= -3.0 and values.max() < 5.0 and abs(values.mean() - 1.0) < 0.1
     with pytest.raises(UnsupportedError, match="rand2"):
         nki.simulate(kernel, target="trn2")(np.zeros(1, f32))
+
+
+def test_dma_compute_adds_sources_in_fp32():
+    def kernel(a, b, c):
+        out = nl.ndarray(a.shape, dtype=nl.bfloat16, buffer=nl.shared_hbm)
+        nisa.dma_compute(dst=out, srcs=[a, b, c], reduce_op=nl.add)
+        return out
+    a, b, c = (rand(16, 32) for _ in range(3))
+    expected = (a + b + c).astype(BF16)  # fp32 adds, then one rounding to bf16
+    np.testing.assert_array_equal(nki.simulate(kernel)(a, b, c), expected)
+    with pytest.raises(UnsupportedError, match="reduce_op=add"):
+        nki.simulate(lambda a, b, c: nisa.dma_compute(dst=a, srcs=[b, c], reduce_op=nl.maximum))(a, b, c)

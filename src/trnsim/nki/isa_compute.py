@@ -6,6 +6,7 @@ from trnsim.core.isa import Opcode
 from trnsim.errors import UnsupportedError
 from trnsim.nki import backend
 from trnsim.nki.isa import _enum_value, _Inputs, _issue, _pattern, engine, op_name, reduce_cmd, unsupported
+from trnsim.nki.tensor import IndirectTensor
 
 _IDLE, _RESET_REDUCE = reduce_cmd.idle, reduce_cmd.reset_reduce
 
@@ -147,6 +148,17 @@ def rng(dst, engine=engine.vector, name=None, **_):
     return _issue(Opcode.RNG, dst, [], {}, engine, name)
 
 
+def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=None, name=None, **_):
+    """dst = srcs[0] + srcs[1] + ... computed in fp32 by the DMA engines (only add, scales 1.0)."""
+    if op_name(reduce_op) != "add" or any(float(s) != 1.0 for s in (scales or ())):
+        raise UnsupportedError(f"dma_compute supports reduce_op=add with scales of 1.0, not "
+                               f"{op_name(reduce_op)} / {scales}", what="nisa.dma_compute")
+    if any(isinstance(s, IndirectTensor) for s in srcs) or isinstance(dst, IndirectTensor):
+        raise UnsupportedError("dma_compute with vector_offset (scatter/gather RMW) is not emulated",
+                               what="nisa.dma_compute indirect")
+    return _issue(Opcode.DMA_COPY, dst, list(srcs), {"reduce_op": "add", "queue": None}, "dma", name)
+
+
 def rand2(dst, min, max, name=None, **_):  # noqa: A002 - NKI's argument names
     """Uniform random values in [min, max) (trn3)."""
     spec = backend.core().spec
@@ -186,7 +198,6 @@ def core_barrier(data=None, cores=None, engine=engine.gpsimd, name=None, **_):
     return data
 
 
-dma_compute = unsupported("dma_compute")
 tensor_scalar_cumulative = unsupported("tensor_scalar_cumulative")
 activate2 = unsupported("activate2")
 sequence_bounds = unsupported("sequence_bounds")
