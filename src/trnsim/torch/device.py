@@ -5,7 +5,7 @@ PyTorch 2.13 lets a pure-Python backend supply the device guard and hooks
 NeuronTensor reach Python through `__torch_dispatch__`; only calls that never see a neuron tensor
 (factories such as `torch.zeros(..., device="neuron")`, and `_copy_from` inside `torch.tensor`)
 arrive on the PrivateUse1 key, so they get kernels here. Each private API used has a smoke test in
-tests/torch/test_private_api.py.
+tests/torch/test_torch_private_api.py.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import types
 import torch
 
 from trnsim.errors import UnsupportedError
-from trnsim.torch import attention, autocast
+from trnsim.torch import attention, autocast, precision
 from trnsim.torch.tensor import CPU, NeuronTensor, unwrap, unwrap_args, unwrap_kwargs, wrap
 
 NAME = "neuron"
@@ -100,8 +100,12 @@ def _factory(op):
 
 
 def _copy_from(src, dst, non_blocking=False):
-    dst_buffer = unwrap(dst, torch.ops.aten._copy_from.default, allow_cpu=True)
-    dst_buffer.copy_(unwrap(src, torch.ops.aten._copy_from.default, allow_cpu=True))
+    """`torch.tensor(data, device="neuron")` lands here: copy into the new tensor's buffer."""
+    op = torch.ops.aten._copy_from.default
+    dst_buffer, src_buffer = unwrap(dst, op, allow_cpu=True), unwrap(src, op, allow_cpu=True)
+    if precision.rounds_stochastically(src_buffer.dtype, dst_buffer.dtype):
+        src_buffer = precision.round_to(src_buffer, dst_buffer.dtype)
+    dst_buffer.copy_(src_buffer)
     return dst
 
 

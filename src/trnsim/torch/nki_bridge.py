@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import torch
 
-from trnsim import nki
 from trnsim.torch import profiler
 from trnsim.torch.tensor import buffer_of, to_neuron
 
@@ -31,6 +30,8 @@ def nki_call(kernel, *args, target: str | None = None, **kwargs):
 
     target: the generation to emulate (default: the active profile's, else NKI's own default).
     """
+    from trnsim import nki  # imported on first use: `import torch` autoloads this package
+
     active = profiler.ACTIVE.get()
     target = target or (active.target if active is not None else None)
     compiled = nki.jit(kernel)

@@ -20,8 +20,6 @@ from dataclasses import dataclass
 import torch
 
 from trnsim import config, hardware
-from trnsim.core import schedule
-from trnsim.core.isa import MATMUL
 from trnsim.errors import ConfigError, SpecError
 
 ACTIVE: contextvars.ContextVar[Profile | None] = contextvars.ContextVar("trnsim_torch_profile", default=None)
@@ -160,6 +158,9 @@ class Profile:
 
     def report(self, target: str | None = None, lnc: int | None = None,
                instance: str | None = None) -> Report:
+        # Imported here: the timing model is only needed once a report is asked for.
+        from trnsim.core import schedule
+        from trnsim.core.isa import MATMUL
         from trnsim.torch import devicetime, fallback
 
         target, lnc = target or self.target, lnc or self.lnc
