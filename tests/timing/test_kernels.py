@@ -103,3 +103,30 @@ def test_timings_match_the_golden_file(small_traces):
             got = measured[kernel][target]
             assert got["latency_s"] == pytest.approx(expected["latency_s"], rel=tolerance), (kernel, target)
             assert got["busy_s"] == pytest.approx(expected["busy_s"], rel=tolerance), (kernel, target)
+
+
+EXP_SCRIPT = """
+    import numpy as np
+    import nki
+    import nki.isa as nisa
+    import nki.language as nl
+
+    @nki.jit
+    def exp_kernel(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        tile = nl.load(x)
+        nisa.exponential(dst=tile, src=tile)
+        nl.store(out, value=tile)
+        return out
+
+    nki.trace(exp_kernel, nki.TensorSpec((128, 512), "float32"), target="trn3")
+"""
+
+
+def test_trnsim_run_skips_a_target_that_lacks_an_instruction_and_times_the_rest(tmp_path, capsys):
+    script = tmp_path / "exp.py"
+    script.write_text(textwrap.dedent(EXP_SCRIPT))
+    assert main(["run", "--target", "trn2,trn3", str(script)]) == 0
+    captured = capsys.readouterr()
+    assert "exp_kernel not timed on trn2" in captured.err
+    assert "trn3" in captured.out and "exp_kernel" in captured.out

@@ -24,8 +24,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import Progress
 
-from trnsim.errors import ConfigError
-from trnsim.reports.kernel import DEFAULT_TARGETS, KernelProfile, summary_table, time_trace
+from trnsim.core.profile import profile_trace
+from trnsim.errors import ConfigError, UnsupportedError
+from trnsim.reports.kernel import DEFAULT_TARGETS, KernelProfile, summary_table
 
 
 def register(subparsers) -> None:
@@ -109,14 +110,26 @@ def _labels(launches: list[tuple[str, object]]) -> list[str]:
 
 
 def profile_launches(launches, targets: list[str], console: Console) -> list[KernelProfile]:
-    """Time every recorded trace on every target, with a progress bar on stderr."""
+    """Time every recorded trace on every target, with a progress bar on stderr.
+
+    A target that lacks an instruction of the trace (a trn3-only one timed for trn1) is
+    skipped for that kernel with a note; the other targets are still timed.
+    """
     profiles = []
     with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("timing kernels", total=len(launches))
+        task = progress.add_task("timing kernels", total=len(launches) * len(targets))
         for label, (_, trace) in zip(_labels(launches), launches, strict=True):
-            progress.update(task, description=f"timing {label} ({len(trace)} instructions)")
-            profiles.append(time_trace(label, trace, targets))
-            progress.advance(task)
+            results = {}
+            for target in targets:
+                progress.update(task, description=f"timing {label} on {target} "
+                                                  f"({len(trace)} instructions)")
+                try:
+                    results.update(profile_trace(trace, [target]))
+                except UnsupportedError as error:
+                    console.print(f"trnsim run: {label} not timed on {target}: {error.message}")
+                progress.advance(task)
+            if results:
+                profiles.append(KernelProfile(name=label, trace=trace, results=results))
     return profiles
 
 
