@@ -125,3 +125,26 @@ def test_device_mismatch_error_is_documented_with_its_anchor():
     docs = pathlib.Path(__file__).resolve().parents[2] / "docs" / "errors.md"
     assert f"## {DeviceMismatchError.anchor}\n" in docs.read_text()
     assert DeviceMismatchError.__doc__ and "Fix" in DeviceMismatchError.__doc__
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: torch.eye(3, device=d), lambda d: torch.linspace(0, 1, 5, device=d),
+    lambda d: torch.randperm(5, device=d), lambda d: torch.tril_indices(3, 3, device=d),
+    lambda d: torch.randint(0, 9, (4,), device=d), lambda d: torch.rand(3, device=d),
+    lambda d: torch.arange(0, 1, 0.25, device=d), lambda d: torch.bartlett_window(4, device=d),
+    lambda d: torch.scalar_tensor(3.0, device=d),
+    lambda d: torch.empty_strided((2, 2), (1, 2), device=d).stride(),
+], ids=["eye", "linspace", "randperm", "tril_indices", "randint", "rand", "arange", "window", "scalar",
+        "strided"])
+def test_factories_match_cpu_from_the_same_seed(make):
+    from trnsim import config
+
+    torch.manual_seed(0)
+    expected = make("cpu")
+    torch.manual_seed(0)
+    with config.override(strict=True):
+        got = make("neuron")
+    if isinstance(expected, torch.Tensor):
+        assert isinstance(got, NeuronTensor) and torch.equal(got.cpu(), expected)
+    else:
+        assert got == expected
