@@ -7,7 +7,7 @@ import pytest
 
 from trnsim.core.isa import Memory
 from trnsim.core.memory import Allocator, DType, MemorySystem, check_initialised, full_view
-from trnsim.errors import CapacityError, HazardError
+from trnsim.errors import CapacityError, HazardError, ShapeError
 
 F32 = DType("float32", np.dtype(np.float32))
 I32 = DType("int32", np.dtype(np.int32))
@@ -75,3 +75,14 @@ def test_strict_read_of_unwritten_elements():
         check_initialised(view, "tensor_copy")
     view.written_mask()[...] = True
     check_initialised(view, "tensor_copy")
+
+
+def test_tiles_on_disjoint_partitions_may_share_bytes():
+    memory = system()
+    low = memory.allocate(Memory.SBUF, (64, 64), F32, "low", address=(0, 0))
+    high = memory.allocate(Memory.SBUF, (64, 64), F32, "high", address=(64, 0))
+    assert (low.base_partition, high.base_partition) == (0, 64)
+    with pytest.raises(CapacityError, match="overlaps"):
+        memory.allocate(Memory.SBUF, (32, 64), F32, "clash", address=(48, 0))
+    with pytest.raises(ShapeError):
+        memory.allocate(Memory.SBUF, (64, 4), F32, "past_the_end", address=(96, 1024))

@@ -241,3 +241,13 @@ def test_gpsimd_cannot_touch_psum_and_tensor_tensor_takes_one_psum_input():
         nisa.tensor_tensor(dst=out, data1=a, data2=b, op=nl.add)  # MARK-2PSUM
     assert "GpSimd" in str(expect(KernelError, "MARK-GPSIMD", gpsimd, X))
     assert "at most one" in str(expect(KernelError, "MARK-2PSUM", two_psum, X))
+
+
+def test_base_partition_from_address_moves_the_region():
+    def kernel(x):
+        upper = nl.ndarray((32, 4), dtype=nl.float32, buffer=nl.sbuf, address=(64, 0))
+        nisa.memset(dst=upper, value=1.0)
+        odd = nl.ndarray((32, 4), dtype=nl.float32, buffer=nl.sbuf, address=(16, 0))
+        nisa.memset(dst=odd, value=1.0)  # MARK-BASE
+    error = expect(ShapeError, "MARK-BASE", kernel, X)
+    assert "starts at partition 16" in str(error)

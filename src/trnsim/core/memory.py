@@ -53,7 +53,7 @@ class Buffer:
     """One allocation: HBM tensor, SBUF tile or PSUM tile."""
 
     __slots__ = ("id", "memory", "name", "shape", "dtype", "address_bytes", "row_bytes", "data",
-                 "written", "accum", "region", "shadow", "__weakref__")
+                 "written", "accum", "region", "shadow", "base_partition", "__weakref__")
 
     def __init__(self, id_: int, memory: Memory, name: str, shape: tuple[int, ...], dtype: DType,
                  address_bytes: int, data: np.ndarray | None, written: np.ndarray | None,
@@ -61,6 +61,7 @@ class Buffer:
         self.id = id_
         self.region = region or memory.value  # e.g. "shared_hbm": which HBM space, for NKI
         self.shadow = None  # fp32 copy of `data` for repeated matmul reads; dropped on every write
+        self.base_partition = 0  # first partition of an on-chip tile (NKI address=(partition, byte))
         self.memory = memory
         self.name = name
         self.shape = shape
@@ -80,13 +81,21 @@ class Buffer:
 
 @dataclass(frozen=True, slots=True)
 class Span:
+    """Bytes [start, end) of partitions [first_partition, end_partition) held by one tile."""
+
     start: int
     end: int
     name: str
+    first_partition: int = 0
+    end_partition: int = 1 << 30
+
+    def overlaps(self, start: int, end: int, partitions: range) -> bool:
+        return (self.start < end and start < self.end
+                and self.first_partition < partitions.stop and partitions.start < self.end_partition)
 
 
 class Allocator:
-    """First-fit placement of tiles in one on-chip memory; every tile spans all its partitions."""
+    """First-fit placement of tiles in one on-chip memory, at one byte address in all their partitions."""
 
     def __init__(self, memory: Memory, bytes_per_partition: int, partitions: int,
                  bank_bytes: int | None = None):
@@ -97,14 +106,15 @@ class Allocator:
         self.live: dict[int, Span] = {}
 
     def allocate(self, buffer_id: int, size_bytes: int, name: str, address: int | None = None,
-                 align_bytes: int = 1) -> int:
+                 align_bytes: int = 1, partitions: range | None = None) -> int:
         """Place a tile (natural alignment: its element size) and return its byte address."""
         size_bytes = max(size_bytes, 1)
+        partitions = partitions if partitions is not None else range(self.partitions)
         if address is None:
-            address = self._first_fit(size_bytes, name, align_bytes)
+            address = self._first_fit(size_bytes, name, align_bytes, partitions)
         else:
-            self._check_placement(address, size_bytes, name, align_bytes)
-        self.live[buffer_id] = Span(address, address + size_bytes, name)
+            self._check_placement(address, size_bytes, name, align_bytes, partitions)
+        self.live[buffer_id] = Span(address, address + size_bytes, name, partitions.start, partitions.stop)
         return address
 
     def free(self, buffer_id: int) -> None:
@@ -128,11 +138,11 @@ class Allocator:
             start = -(-start // bank) * bank
         return start
 
-    def _first_fit(self, size_bytes: int, name: str, align_bytes: int) -> int:
-        spans = sorted(self.live.values(), key=lambda s: s.start)
+    def _first_fit(self, size_bytes: int, name: str, align_bytes: int, partitions: range) -> int:
+        spans = list(self.live.values())
         for start in self._candidates(size_bytes, align_bytes):
             end = start + size_bytes
-            if end <= self.bytes_per_partition and all(s.end <= start or s.start >= end for s in spans):
+            if end <= self.bytes_per_partition and not any(s.overlaps(start, end, partitions) for s in spans):
                 return start
         self._raise_full(size_bytes, name)
 
@@ -146,7 +156,8 @@ class Allocator:
             available=self.bytes_per_partition - self.live_bytes(),
             hint="use smaller tiles or let earlier tiles go out of scope")
 
-    def _check_placement(self, address: int, size_bytes: int, name: str, align_bytes: int) -> None:
+    def _check_placement(self, address: int, size_bytes: int, name: str, align_bytes: int,
+                         partitions: range) -> None:
         end = address + size_bytes
         if address < 0 or end > self.bytes_per_partition:
             raise CapacityError(f"{self.memory.value.upper()} tile {name!r} at address {address} with "
@@ -163,7 +174,7 @@ class Allocator:
                                 available=bank - address % bank,
                                 hint="start PSUM tiles at a bank boundary (a multiple of the bank size)")
         for span in self.live.values():
-            if span.start < end and address < span.end:
+            if span.overlaps(address, end, partitions):
                 raise CapacityError(f"{self.memory.value.upper()} tile {name!r} at [{address}, {end}) "
                                     f"overlaps live tile {span.name!r} at [{span.start}, {span.end})",
                                     memory=self.memory.value, required=size_bytes)
@@ -212,6 +223,7 @@ class View:
                           self.offset, self.element.name, self.element.item_bytes)
         row = self.row_elements()
         start, free_offset = divmod(self.offset, row) if row else (0, self.offset)
+        start += buffer.base_partition
         count = self.shape[0] if self.shape else 1
         return Region(buffer.memory, buffer.id, buffer.name, buffer.address_bytes, start, count,
                       pairs[1:], free_offset, self.element.name, self.element.item_bytes)
@@ -228,8 +240,11 @@ class MemorySystem:
         self._ids = ids  # shared by the cores of one launch, so buffer ids are unique in a trace
 
     def allocate(self, memory: Memory, shape: tuple[int, ...], dtype: DType, name: str,
-                 address: int | None = None, values: np.ndarray | None = None, region: str = "") -> Buffer:
-        """A new buffer (filled as uninitialised unless `values` is given) and its placement."""
+                 address: int | tuple[int, int] | None = None, values: np.ndarray | None = None,
+                 region: str = "") -> Buffer:
+        """A new buffer (filled as uninitialised unless `values` is given) and its placement.
+
+        `address` is a byte address, or (base partition, byte address) as NKI's `address=` takes."""
         count = prod(shape)
         data = written = None
         if self.with_values:
@@ -241,14 +256,18 @@ class MemorySystem:
             written = np.full(count, values is not None, np.bool_)
         buffer_id = next(self._ids)
         address_bytes = 0
+        base, address = address if isinstance(address, tuple) else (0, address)
         allocator = self.allocators.get(memory)
         if allocator is not None:
-            if shape and shape[0] > allocator.partitions:
-                raise ShapeError(f"tile {name!r} has {shape[0]} partitions; the limit is "
-                                 f"{allocator.partitions}", hint="split the tile along dim 0")
+            used = range(base, base + (shape[0] if shape else 1))
+            if used.stop > allocator.partitions or base < 0:
+                raise ShapeError(f"tile {name!r} has {len(used)} partitions starting at {used.start}; "
+                                 f"the limit is {allocator.partitions}", hint="split the tile along dim 0")
             row_bytes = int(prod(shape[1:]) * dtype.numpy.itemsize)
-            address_bytes = allocator.allocate(buffer_id, row_bytes, name, address, dtype.numpy.itemsize)
+            address_bytes = allocator.allocate(buffer_id, row_bytes, name, address, dtype.numpy.itemsize,
+                                               used)
         buffer = Buffer(buffer_id, memory, name, tuple(shape), dtype, address_bytes, data, written, region)
+        buffer.base_partition = base
         if allocator is not None:
             weakref.finalize(buffer, allocator.free, buffer_id)
         return buffer

@@ -85,9 +85,12 @@ def ndarray(shape, dtype, buffer=sbuf, name: str = "", address=None, **_) -> Nki
 
 
 def _address(address):
+    """NKI takes a byte address or (base partition, byte address)."""
     if address is None:
         return None
-    return int(address[-1] if isinstance(address, tuple | list) else address)
+    if isinstance(address, tuple | list):
+        return (int(address[0]), int(address[-1])) if len(address) > 1 else int(address[0])
+    return int(address)
 
 
 def full(shape, fill_value, dtype, buffer=sbuf, name: str = "", **_) -> NkiTensor:
