@@ -251,3 +251,12 @@ def test_base_partition_from_address_moves_the_region():
         nisa.memset(dst=odd, value=1.0)  # MARK-BASE
     error = expect(ShapeError, "MARK-BASE", kernel, X)
     assert "starts at partition 16" in str(error)
+
+
+def test_elementwise_free_size_mismatch():
+    def kernel(x):
+        a = nl.zeros((128, 64), dtype=nl.float32)
+        b = nl.zeros((128, 32), dtype=nl.float32)
+        out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=out, data1=a, data2=b, op=nl.add)  # MARK-FREE
+    assert "elements per partition" in str(expect(ShapeError, "MARK-FREE", kernel, X))

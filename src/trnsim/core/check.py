@@ -8,7 +8,7 @@ from the `CoreSpec` of the target (trnsim.hardware).
 
 from __future__ import annotations
 
-from trnsim.core.isa import DMA, SAME_PARTITIONS, SPECS, Engine, Memory, Opcode
+from trnsim.core.isa import DMA, ELEMENTWISE, SAME_PARTITIONS, SPECS, Engine, Memory, Opcode
 from trnsim.core.rules import RuleTable
 from trnsim.core.trace import Instruction, Region
 from trnsim.errors import DTypeError, KernelError, ShapeError
@@ -45,9 +45,24 @@ def check(ins: Instruction, core) -> None:
             _fail(ShapeError, ins, f"source {src.name!r} spans {src.partition_count} partitions but "
                   f"destination {dst.name!r} spans {dst.partition_count}",
                   hint="source and destination must use the same number of partitions")
+    if ins.opcode in ELEMENTWISE and ins.inputs and ins.outputs:
+        _check_same_free_size(ins)
     rule = CHECK.get(ins.opcode)
     if rule is not None:
         rule(ins, core)
+
+
+_TWO_FULL_INPUTS = frozenset({Opcode.TENSOR_TENSOR, Opcode.TENSOR_COPY_PREDICATED})
+
+
+def _check_same_free_size(ins: Instruction) -> None:
+    """Element-wise instructions produce one output element per input element."""
+    dst = ins.outputs[0]
+    for src in ins.inputs[:2 if ins.opcode in _TWO_FULL_INPUTS else 1]:
+        if src.elements_per_partition != dst.elements_per_partition:
+            _fail(ShapeError, ins, f"{src.name!r} has {src.elements_per_partition} elements per partition "
+                  f"but dst {dst.name!r} has {dst.elements_per_partition}",
+                  hint="element-wise operands and result must have the same free size")
 
 
 def _describe(core) -> str:
