@@ -20,7 +20,7 @@ import numpy as np
 
 from trnsim.core.hazards import HazardTracker
 from trnsim.core.isa import MATMUL, Engine
-from trnsim.core.timing import core_spec, instruction_seconds
+from trnsim.core.timing import core_spec, instruction_seconds, issue_latency_s
 from trnsim.core.trace import Instruction, Trace
 from trnsim.errors import ConfigError
 from trnsim.hardware.specs import CoreSpec
@@ -86,13 +86,14 @@ class _Costs(dict):
         super().__init__()
         self.core = core
 
-    def compute(self, ins: Instruction, key: tuple) -> float:
-        seconds = float(instruction_seconds(ins, self.core))
+    def compute(self, ins: Instruction, key: tuple) -> tuple[float, float]:
+        """(issue latency, busy seconds) of `ins`."""
+        cost = (issue_latency_s(ins, self.core), float(instruction_seconds(ins, self.core)))
         try:
-            self[key] = seconds
+            self[key] = cost
         except TypeError:  # a parameter that is not hashable (a list): cost it every time
             pass
-        return seconds
+        return cost
 
 
 class _Lanes:
@@ -170,6 +171,12 @@ def _schedule(trace: Trace, target: str | CoreSpec | None) -> Timeline:
     for index, ins in enumerate(trace):
         shapes, accesses = operands(ins)
         ready, blocker = wait(accesses)
+        key = (id(ins.opcode), id(ins.engine), shapes, tuple(ins.params.items()))
+        try:
+            latency, seconds = costs[key]
+        except (KeyError, TypeError):  # a new shape, or a parameter that cannot be hashed
+            latency, seconds = costs.compute(ins, key)
+        ready += latency  # a DMA's descriptor and semaphore: data moves only after them
         engine = ins.engine
         if engine is dma:
             lane = lanes.dma(ins, ready)
@@ -178,19 +185,15 @@ def _schedule(trace: Trace, target: str | CoreSpec | None) -> Timeline:
             if lane is None:
                 lane = engine_lanes[(id(engine), ins.core)] = lanes.lane(engine, ins.core)
         start = free[lane]
-        if blocker >= 0 and ready >= start:
-            # Waiting on another instruction costs a semaphore, except inside a matmul
-            # accumulation group, which the PE array and PSUM pipeline in place.
-            pipelined = id(ins.opcode) in matmuls and id(trace[blocker].opcode) in matmuls
+        if ready >= start and (blocker >= 0 or latency):
+            # Waiting on another instruction costs a semaphore (a DMA's is in its latency),
+            # except inside a matmul accumulation group, which the PE array pipelines in place.
+            pipelined = latency or (id(ins.opcode) in matmuls
+                                    and id(trace[blocker].opcode) in matmuls)
             start = ready if pipelined else ready + sync_s.get(id(engine), 0.0)
             waited_on[index] = blocker
         else:
             waited_on[index] = last[lane]
-        key = (id(ins.opcode), id(engine), shapes, tuple(ins.params.items()))
-        try:
-            seconds = costs[key]
-        except (KeyError, TypeError):  # a new shape, or a parameter that cannot be hashed
-            seconds = costs.compute(ins, key)
         end = start + seconds
         free[lane], last[lane] = end, index
         lane_of[index], start_s[index], end_s[index] = lane, start, end
