@@ -176,11 +176,15 @@ class HazardTracker:
     def record(accesses: list[tuple], end_s: float, index: int) -> None:
         """Remember that instruction `index`, ending at `end_s`, made these accesses."""
         for writes, reads, box, writing in accesses:
-            if writing:
-                if reads.items:
-                    reads.drop_covered(box)
-                if writes.items:
-                    writes.drop_covered(box)
-                writes.add(box, end_s, index, keep_later=False)
-            else:
+            if not writing:
                 reads.add(box, end_s, index, keep_later=True)
+                continue
+            if reads.items:
+                reads.drop_covered(box)
+            items = writes.items
+            if len(items) == 1 and items[0][1] == box:  # the same tile again (accumulation)
+                items[0][2], items[0][3] = end_s, index
+                continue
+            if items:
+                writes.drop_covered(box)
+            writes.add(box, end_s, index, keep_later=False)
