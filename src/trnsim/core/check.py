@@ -79,7 +79,7 @@ def _check_partitions(ins: Instruction, region: Region, core) -> None:
         _fail(ShapeError, ins, f"partition dimension of {region.name!r} is {region.partition_count} "
               f"(partitions {region.partition_start}..{end - 1}); {core.name} has {core.partitions}",
               hint="split the tile along its first dimension")
-    if ins.opcode in DMA or ins.engine is Engine.DMA:
+    if region.partition_start == 0 or ins.engine is Engine.DMA or ins.opcode in DMA:
         return
     allowed = _start_partitions(region.partition_count, core.partitions)
     if region.partition_start not in allowed:

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 class Engine(enum.Enum):
     """The units that run instructions; values are the `nki.isa.engine` member names."""
 
+    __hash__ = object.__hash__  # members are singletons; the C-level hash keeps table lookups cheap
+
     TENSOR = "tensor"
     VECTOR = "vector"
     SCALAR = "scalar"
@@ -27,6 +29,8 @@ class Engine(enum.Enum):
 class Memory(enum.Enum):
     """Where an operand lives. SBUF and PSUM are 2-D (partition x bytes); HBM is linear."""
 
+    __hash__ = object.__hash__  # members are singletons; the C-level hash keeps table lookups cheap
+
     HBM = "hbm"
     SBUF = "sbuf"
     PSUM = "psum"
@@ -34,6 +38,8 @@ class Memory(enum.Enum):
 
 class Opcode(enum.Enum):
     """Every instruction trnsim emulates. One member per ISA operation."""
+
+    __hash__ = object.__hash__  # members are singletons; the C-level hash keeps table lookups cheap
 
     DMA_COPY = "dma_copy"
     DMA_TRANSPOSE = "dma_transpose"
