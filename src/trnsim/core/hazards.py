@@ -13,6 +13,7 @@ a write drops the earlier boxes it covers, so a tile used over and over keeps it
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from operator import attrgetter
 
 from trnsim.core.isa import Memory
 from trnsim.core.trace import Region
@@ -124,6 +125,11 @@ class _Boxes:
             del items[k]
 
 
+_REGION_KEY = attrgetter("address_bytes", "offset", "pattern", "dtype_bytes", "partition_start",
+                         "partition_count", "dtype", "memory")
+"""Everything an operand's box and shape depend on, fetched in one call (it is the hot path)."""
+
+
 class HazardTracker:
     """Read-after-write, write-after-read and write-after-write waits over a whole trace."""
 
@@ -141,9 +147,7 @@ class HazardTracker:
         shapes, found, known, tracks = [len(ins.inputs)], [], self.regions, self.tracks
         for regions, writing in ((ins.inputs, False), (ins.outputs, True)):
             for region in regions:
-                key = (region.address_bytes, region.offset, region.pattern, region.dtype_bytes,
-                       region.partition_start, region.partition_count, region.dtype,
-                       id(region.memory))  # Enum members hash in Python, ids in C
+                key = _REGION_KEY(region)
                 info = known.get(key)
                 if info is None:
                     shape = (id(region.memory), region.partition_count, region.pattern,
