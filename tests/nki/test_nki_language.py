@@ -112,3 +112,49 @@ def test_gather_flattened_matches_take_along_axis():
     index = RNG.integers(0, 6, (4, 5)).astype(np.uint32)
     expected = np.take_along_axis(data.reshape(4, -1), index.astype(np.int64), axis=1)
     np.testing.assert_array_equal(run(nl.gather_flattened, data, index), expected)
+
+
+@pytest.mark.parametrize("name,reference", [
+    ("divide", np.divide), ("power", lambda a, b: np.power(np.abs(a), b)), ("fmod", np.fmod), ("mod", np.mod),
+    ("abs_max", lambda a, b: np.maximum(np.abs(a), np.abs(b))),
+    ("abs_min", lambda a, b: np.minimum(np.abs(a), np.abs(b))),
+])
+def test_more_binary_math(name, reference):
+    a = np.abs(A) if name == "power" else A
+    np.testing.assert_allclose(run(getattr(nl, name), a, POS), reference(a, POS), rtol=1e-5, atol=1e-6)
+
+
+def test_integer_bitwise_and_logical_not():
+    x = np.arange(-8, 8, dtype=np.int32).reshape(2, 8)
+    y = np.full((2, 8), 3, np.int32)
+    for name, reference in (("bitwise_and", np.bitwise_and), ("bitwise_or", np.bitwise_or),
+                            ("bitwise_xor", np.bitwise_xor), ("left_shift", np.left_shift)):
+        np.testing.assert_array_equal(run(getattr(nl, name), x, y), reference(x, y))
+    np.testing.assert_array_equal(run(nl.logical_not, A), (A == 0).astype(np.float32))
+    np.testing.assert_array_equal(run(lambda a: nl.all(a, axis=1), (A > -5).astype(np.float32)).ravel(),
+                                  np.ones(128))
+
+
+def test_creation_loads_and_helpers():
+    constant = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+    def kernel(x):
+        with nl.no_reorder():
+            table = nl.shared_constant(constant)
+            tile = nl.load_transpose2d(table)
+            like = nl.full_like(tile, 2.0)
+            nl.random_seed(nl.full((1, 1), 7, nl.int32))
+            noise = nl.rand((2, 3), nl.float32)
+            expanded = nl.expand_dims(tile, 1)
+        assert nl.is_on_chip(tile.buffer) and nl.is_hbm(table.buffer) and expanded.shape == (3, 1, 2)
+        assert list(nl.static_range(3)) == [0, 1, 2] and nl.empty_like(tile).shape == (3, 2)
+        assert ((noise.array() >= 0) & (noise.array() < 1)).all()
+        out = nl.ndarray((3, 2), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, nl.multiply(tile, like))
+        return out
+    np.testing.assert_array_equal(nki.simulate(kernel)(A), constant.T * 2)
+
+
+def test_nl_dropout_rate():
+    kept = run(lambda a: nl.dropout(a, 0.5), np.ones((128, 64), np.float32))
+    assert set(np.unique(kept)) <= {0.0, 1.0} and 0.4 < (kept == 0).mean() < 0.6
