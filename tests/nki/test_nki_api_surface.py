@@ -39,7 +39,7 @@ float8_e8m0fnu float8_e5m2_x4 float8_e4m3fn_x4 float4_e2m1fn_x4 tile_size NKIObj
 """.split()
 
 UNSUPPORTED_NISA = ["local_gather", "activate2", "tensor_scalar_cumulative",
-                    "rand_set_state", "rand_get_state", "sequence_bounds", "nonzero_with_count", "topk"]
+                    "rand_set_state", "rand_get_state", "sequence_bounds", "nonzero_with_count"]
 DOCS = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "nki.md").read_text()
 
 

@@ -338,3 +338,21 @@ def test_dma_compute_adds_sources_in_fp32():
     np.testing.assert_array_equal(nki.simulate(kernel)(a, b, c), expected)
     with pytest.raises(UnsupportedError, match="reduce_op=add"):
         nki.simulate(lambda a, b, c: nisa.dma_compute(dst=a, srcs=[b, c], reduce_op=nl.maximum))(a, b, c)
+
+
+def test_topk_matches_numpy():
+    data = RNG.permutation(128 * 40).reshape(128, 40).astype(f32)
+
+    def kernel(x):
+        values = nl.ndarray((128, 13), dtype=nl.float32, buffer=nl.sbuf)
+        index = nl.ndarray((128, 13), dtype=nl.uint32, buffer=nl.sbuf)
+        nisa.topk(values, index, nl.load(x), 13)
+        out_v = nl.ndarray((128, 13), dtype=nl.float32, buffer=nl.shared_hbm)
+        out_i = nl.ndarray((128, 13), dtype=nl.uint32, buffer=nl.shared_hbm)
+        nl.store(out_v, values)
+        nl.store(out_i, index)
+        return out_v, out_i
+    values, index = nki.simulate(kernel)(data)
+    order = np.argsort(-data, axis=1)[:, :13]
+    np.testing.assert_array_equal(index, order)
+    np.testing.assert_array_equal(values, np.take_along_axis(data, order, axis=1))

@@ -5,7 +5,17 @@ from __future__ import annotations
 from trnsim.core.isa import Opcode
 from trnsim.errors import UnsupportedError
 from trnsim.nki import backend
-from trnsim.nki.isa import _enum_value, _Inputs, _issue, _pattern, engine, op_name, reduce_cmd, unsupported
+from trnsim.nki.isa import (
+    _enum_value,
+    _Inputs,
+    _issue,
+    _pattern,
+    engine,
+    op_name,
+    reduce_cmd,
+    tensor_copy,
+    unsupported,
+)
 from trnsim.nki.tensor import IndirectTensor
 
 _IDLE, _RESET_REDUCE = reduce_cmd.idle, reduce_cmd.reset_reduce
@@ -159,6 +169,24 @@ def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode
     return _issue(Opcode.DMA_COPY, dst, list(srcs), {"reduce_op": "add", "queue": None}, "dma", name)
 
 
+def topk(val_dst, idx_dst, src, n, name=None, **_):
+    """The n largest values of each partition (descending) and their uint32 indices, found 8 at a
+    time with max8 + nc_match_replace8, as hardware top-k kernels do (ties: see nc_match_replace8)."""
+    from trnsim.nki.dtypes import SBUF
+    partitions = src.shape[0]
+    work = backend.new_tensor((partitions, src.size // partitions), "float32", SBUF, "topk_work")
+    tensor_copy(dst=work, src=src.reshape((partitions, src.size // partitions)))
+    for start in range(0, n, 8):
+        count = min(8, n - start)
+        values = backend.new_tensor((partitions, 8), "float32", SBUF, "topk_values")
+        index = backend.new_tensor((partitions, 8), "uint32", SBUF, "topk_index")
+        max8(dst=values, src=work)
+        nc_match_replace8(dst=work, data=work, vals=values, imm=-3.4028235e38, dst_idx=index)
+        tensor_copy(dst=val_dst[:, start:start + count], src=values[:, 0:count])
+        tensor_copy(dst=idx_dst[:, start:start + count], src=index[:, 0:count])
+    return val_dst
+
+
 def rand2(dst, min, max, name=None, **_):  # noqa: A002 - NKI's argument names
     """Uniform random values in [min, max) (trn3)."""
     spec = backend.core().spec
@@ -202,7 +230,6 @@ tensor_scalar_cumulative = unsupported("tensor_scalar_cumulative")
 activate2 = unsupported("activate2")
 sequence_bounds = unsupported("sequence_bounds")
 nonzero_with_count = unsupported("nonzero_with_count")
-topk = unsupported("topk")
 rand_set_state = unsupported("rand_set_state")
 rand_get_state = unsupported("rand_get_state")
 local_gather = unsupported("local_gather")
