@@ -199,6 +199,9 @@ class View:
 
     def array(self) -> np.ndarray:
         """The numpy window on the buffer's values (writable; no copy)."""
+        if self.storage.data is None:
+            raise HazardError(f"{self.storage!r} has no values: this run records the trace only",
+                              hint="use trnsim.nki.simulate to get values")
         size = self.element.numpy.itemsize
         return np.ndarray(self.shape, self.element.numpy, self.storage.data, self.offset * size,
                           tuple(s * size for s in self.strides))
