@@ -4,7 +4,10 @@ The model is the GPT of tests/torch/torch_gpt.py at the size of baselines.md row
 d_model 512, 8 heads, sequence 256, batch 8, vocab 8192, AdamW). Steps on the two devices are
 interleaved so drift on a shared machine hits both alike; the medians are compared.
 
-    python bench/torch_device.py [--steps 5] [--d-model 512]
+    python bench/torch_device.py [--steps 5] [--d-model 512] [--device-time]
+
+With --device-time, one more step runs under trnsim.torch.profile and the JSON also carries the
+step's estimated device time and cost on trn1 and trn2 (one NeuronCore each).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--seq", type=int, default=256)
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--device-time", action="store_true", help="also report trn1/trn2 device time")
     args = parser.parse_args()
     torch.manual_seed(0)
     model = GPT(vocab=8192, d_model=args.d_model, layers=args.layers, heads=8, seq=args.seq)
@@ -65,6 +69,14 @@ def main() -> None:
         cpu_s.append(cpu_step())
         neuron_s.append(neuron_step())
     value, baseline = statistics.median(neuron_s), statistics.median(cpu_s)
+    extra = {}
+    if args.device_time:
+        with trnsim.torch.profile() as prof:
+            neuron_step()
+        extra["device_step"] = {target: {"s": report.total_s, "usd": report.cost_usd,
+                                         "matmul_share": round(report.matmul_share, 3),
+                                         "instance": report.instance}
+                                for target, report in ((t, prof.report(t)) for t in ("trn1", "trn2"))}
     print(json.dumps({
         "id": "torch_device",
         "measure": f"eager GPT training step on neuron, median of {args.steps} s (d_model {args.d_model}, "
@@ -74,6 +86,7 @@ def main() -> None:
         "ratio": round(value / baseline, 3),
         "goal": "ratio <= 1.5",
         "fallback_ops": trnsim.torch.fallback_counts(),
+        **extra,
         "machine": {"cpus": os.cpu_count(), "torch": torch.__version__, "numpy": np.__version__},
     }))
 
