@@ -356,3 +356,16 @@ def test_topk_matches_numpy():
     order = np.argsort(-data, axis=1)[:, :13]
     np.testing.assert_array_equal(index, order)
     np.testing.assert_array_equal(values, np.take_along_axis(data, order, axis=1))
+
+
+@pytest.mark.parametrize("op1,reference", [("add", np.cumsum), ("maximum", np.maximum.accumulate),
+                                          ("multiply", np.cumprod)])
+def test_tensor_scalar_cumulative(op1, reference):
+    data = rand(8, 12, low=0.5, high=1.5)
+    record = OpRecord("cumulative", lambda d, x: nisa.tensor_scalar_cumulative(
+        dst=d, src=x, op0=nl.multiply, op1=getattr(nl, op1), imm0=2.0), [data], None, (8, 12))
+    np.testing.assert_allclose(run_record(record, "trn2"), reference(2 * data, axis=1), rtol=1e-5)
+    loaded = OpRecord("load", lambda d, x: nisa.tensor_scalar_cumulative(
+        dst=d, src=x, op0=nl.add, op1=nl.add, imm0=0.0, imm1=10.0, reduce_cmd=nisa.reduce_cmd.load_reduce),
+        [data], None, (8, 12))
+    np.testing.assert_allclose(run_record(loaded, "trn2"), 10 + np.cumsum(data, axis=1), rtol=1e-5)

@@ -121,8 +121,12 @@ def _tensor_reduce(ins: Instruction, io: Operands) -> None:
 
 @EXECUTE.register(Opcode.TENSOR_TENSOR_SCAN)
 def _tensor_tensor_scan(ins: Instruction, io: Operands) -> None:
-    """r[t] = (data0[t] op0 r[t-1]) op1 data1[t] along the flattened free dim."""
+    """r[t] = (data0[t] op0 r[t-1]) op1 data1[t] along the flattened free dim. With `pre_op`
+    (tensor_scalar_cumulative) data0 is first combined with a scalar: data0 pre_op pre_operand."""
     data0, data1 = io.f32(0), io.f32(1)
+    if ins.param("pre_op"):
+        data0 = _binary(ins.param("pre_op"), data0, np.float32(ins.param("pre_operand")),
+                        ins.param("pre_reverse", False))
     shape = data0.shape
     data0, data1 = data0.reshape(shape[0], -1), data1.reshape(shape[0], -1)
     carry = np.broadcast_to(_per_partition(io.value("initial", 0.0), 2), (shape[0], 1))[:, 0].astype(F32)

@@ -85,6 +85,26 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
     return _issue(Opcode.TENSOR_TENSOR_SCAN, dst, srcs, params, None, name)
 
 
+_CUMULATIVE_START = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "maximum": float("-inf"),
+                     "minimum": float("inf")}
+
+
+def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=_IDLE, reverse0=False,
+                             name=None, **_):
+    """reg = op1(src[i] op0 imm0, reg); dst[i] = reg along the free dims (a scan on the Vector engine)."""
+    combine, command = op_name(op1), _enum_value(reduce_cmd)
+    if combine not in _CUMULATIVE_START:
+        raise UnsupportedError(f"tensor_scalar_cumulative op1={combine}; it takes {sorted(_CUMULATIVE_START)}",
+                               what="nisa.tensor_scalar_cumulative")
+    if command == "reduce":
+        raise UnsupportedError("tensor_scalar_cumulative with reduce_cmd=reduce (carrying the accumulator "
+                               "across instructions) is not emulated", what="reduce_cmd.reduce")
+    start = float(imm1) if command == "load_reduce" else _CUMULATIVE_START[combine]
+    params = {"initial": start, "op0": combine, "op1": "bypass", "pre_op": op_name(op0),
+              "pre_operand": float(imm0), "pre_reverse": bool(reverse0)}
+    return _issue(Opcode.TENSOR_TENSOR_SCAN, dst, [src, src], params, None, name)
+
+
 def tensor_partition_reduce(dst, op, data, name=None, **_):
     return _issue(Opcode.TENSOR_PARTITION_REDUCE, dst, [data], {"op": op_name(op)}, None, name)
 
@@ -226,7 +246,6 @@ def core_barrier(data=None, cores=None, engine=engine.gpsimd, name=None, **_):
     return data
 
 
-tensor_scalar_cumulative = unsupported("tensor_scalar_cumulative")
 activate2 = unsupported("activate2")
 sequence_bounds = unsupported("sequence_bounds")
 nonzero_with_count = unsupported("nonzero_with_count")
