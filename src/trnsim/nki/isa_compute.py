@@ -94,8 +94,8 @@ def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=_ID
     """reg = op1(src[i] op0 imm0, reg); dst[i] = reg along the free dims (a scan on the Vector engine)."""
     combine, command = op_name(op1), _enum_value(reduce_cmd)
     if combine not in _CUMULATIVE_START:
-        raise UnsupportedError(f"tensor_scalar_cumulative op1={combine}; it takes {sorted(_CUMULATIVE_START)}",
-                               what="nisa.tensor_scalar_cumulative")
+        raise UnsupportedError(f"tensor_scalar_cumulative op1={combine}; it takes "
+                               f"{sorted(_CUMULATIVE_START)}", what="nisa.tensor_scalar_cumulative")
     if command == "reduce":
         raise UnsupportedError("tensor_scalar_cumulative with reduce_cmd=reduce (carrying the accumulator "
                                "across instructions) is not emulated", what="reduce_cmd.reduce")
