@@ -38,7 +38,7 @@ int32 uint8 uint16 uint32 float16 float32 bfloat16 tfloat32 float8_e4m3 float8_e
 float8_e8m0fnu float8_e5m2_x4 float8_e4m3fn_x4 float4_e2m1fn_x4 tile_size NKIObject
 """.split()
 
-UNSUPPORTED_NISA = ["local_gather", "activate2",
+UNSUPPORTED_NISA = ["local_gather",
                     "rand_set_state", "rand_get_state", "sequence_bounds", "nonzero_with_count"]
 DOCS = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "nki.md").read_text()
 

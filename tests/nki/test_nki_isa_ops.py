@@ -369,3 +369,17 @@ def test_tensor_scalar_cumulative(op1, reference):
         dst=d, src=x, op0=nl.add, op1=nl.add, imm0=0.0, imm1=10.0, reduce_cmd=nisa.reduce_cmd.load_reduce),
         [data], None, (8, 12))
     np.testing.assert_allclose(run_record(loaded, "trn2"), 10 + np.cumsum(data, axis=1), rtol=1e-5)
+
+
+def test_activate2_prelu_and_column_scale():
+    data = rand(128, 4, 8)
+    record = OpRecord("activate2", lambda d, x, c: nisa.activate2(
+        dst=d, op=nl.prelu, data=x, imm0=c, imm1=0.5, op0=nl.multiply, op1=nl.subtract, relu_param=0.1),
+        [data, COL], None, (128, 4, 8), targets=("trn3",))
+    pre = data * COL[:, :, None] - 0.5
+    np.testing.assert_allclose(run_record(record, "trn3"), np.where(pre > 0, pre, 0.1 * pre), rtol=1e-6)
+    scaled = OpRecord("activation", lambda d, x, c: nisa.activation(dst=d, op=nl.exp, data=x, scale=c),
+                      [data, COL], None, (128, 4, 8))
+    np.testing.assert_allclose(run_record(scaled, "trn2"), np.exp(data * COL[:, :, None]), rtol=1e-5)
+    with pytest.raises(UnsupportedError, match="activate2"):
+        run_record(record, "trn2")

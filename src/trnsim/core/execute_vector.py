@@ -49,12 +49,22 @@ def _accumulate(ins: Instruction, io: Operands, values: np.ndarray, out_index: i
 
 @EXECUTE.register(Opcode.ACTIVATION, Opcode.ACTIVATION_REDUCE)
 def _activation(ins: Instruction, io: Operands) -> None:
-    """dst = op(data * scale + bias); optionally add-reduce along the free dims."""
-    scale, bias = io.value("scale", 1.0), io.value("bias")
-    x = io.f32(0) * np.asarray(scale, F32)
-    if bias is not None:
-        x = x + bias.reshape(bias.shape[0], *([1] * (x.ndim - 1))) if np.ndim(bias) else x + bias
-    y = alu.apply_activation(ins.param("op"), x)
+    """dst = op(data * scale + bias), or for activate2 op((data op0 imm0) op1 imm1); optionally
+    reduce along the free dims."""
+    data = io.f32(0)
+    if ins.param("op0") is not None:
+        imm0, imm1 = _per_partition(io.value("imm0"), data.ndim), _per_partition(io.value("imm1"), data.ndim)
+        x = _binary(ins.param("op1"), _binary(ins.param("op0"), data, imm0, ins.param("reverse0")), imm1,
+                    ins.param("reverse1"))
+    else:
+        x = data * _per_partition(io.value("scale", 1.0), data.ndim)
+        if io.value("bias") is not None:
+            x = x + _per_partition(io.value("bias"), data.ndim)
+    if ins.param("op") == "prelu":
+        slope = _per_partition(io.value("relu_param", 0.0), data.ndim)
+        y = np.where(x > 0, x, slope * x).astype(F32)
+    else:
+        y = alu.apply_activation(ins.param("op"), x)
     io.write(0, y)
     if len(io.outputs) > 1:
         _accumulate(ins, io, y, 1, "idle" if ins.opcode is Opcode.ACTIVATION else "reset_reduce")

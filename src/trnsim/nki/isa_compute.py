@@ -35,6 +35,21 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
     return _issue(Opcode.ACTIVATION, (dst, reduce_res), srcs, params, None, name)
 
 
+def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False, reverse1=False,
+              reduce_op=None, reduce_res=None, reduce_cmd=_IDLE, engine=engine.scalar, name=None, **_):
+    """trn3: dst = op((data op0 imm0) op1 imm1) (op may be nl.prelu with relu_param), then an
+    optional reduction as in activation."""
+    spec = backend.core().spec
+    if spec.generation < 4:
+        raise UnsupportedError(f"nisa.activate2 needs NeuronCore generation 4; {spec.name} is generation "
+                               f"{spec.generation}", what="nisa.activate2", target=spec.name)
+    srcs = _Inputs([data])
+    params = {"op": op_name(op), "op0": op_name(op0), "imm0": srcs.ref(imm0), "reverse0": bool(reverse0),
+              "op1": op_name(op1), "imm1": srcs.ref(imm1), "reverse1": bool(reverse1),
+              "relu_param": srcs.ref(relu_param), **_reduce_params(reduce_op, reduce_cmd)}
+    return _issue(Opcode.ACTIVATION, (dst, reduce_res), srcs, params, engine, name)
+
+
 def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None, **_):
     srcs = _Inputs([data])
     params = {"op": op_name(op), "bias": srcs.ref(bias), "scale": srcs.ref(scale),
@@ -246,7 +261,6 @@ def core_barrier(data=None, cores=None, engine=engine.gpsimd, name=None, **_):
     return data
 
 
-activate2 = unsupported("activate2")
 sequence_bounds = unsupported("sequence_bounds")
 nonzero_with_count = unsupported("nonzero_with_count")
 rand_set_state = unsupported("rand_set_state")
