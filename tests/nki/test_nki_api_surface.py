@@ -72,3 +72,10 @@ def test_collectives_import_but_raise(name):
     with pytest.raises(UnsupportedError, match=f"nki.collectives.{name}"):
         getattr(collectives, name)()
     assert "`nki.collectives`" in DOCS
+
+
+def test_alignment_constants_without_a_source_raise():
+    for name in ("psum_min_align", "sbuf_min_align"):
+        with pytest.raises(UnsupportedError, match=name):
+            getattr(nl.tile_size, name)
+        assert f"`nl.tile_size.{name}`" in DOCS

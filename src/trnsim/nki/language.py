@@ -14,6 +14,7 @@ import numpy as np
 
 from trnsim import hardware
 from trnsim.core.isa import Memory
+from trnsim.errors import UnsupportedError
 from trnsim.nki import backend, dtypes
 from trnsim.nki import isa as nisa
 from trnsim.nki.registers import VirtualRegister
@@ -74,6 +75,16 @@ class _TileSize:
     sbuf_fmax = property(lambda self: self._core().sbuf_bytes_per_partition // np.dtype(np.float32).itemsize)
     total_available_sbuf_size = sbuf_fmax_bytes
     sbuf_size_bytes = property(lambda self: self._core().sbuf_bytes)
+
+    @property
+    def psum_min_align(self):
+        raise UnsupportedError("nl.tile_size.psum_min_align: the hardware catalog has no sourced value",
+                               what="nl.tile_size.psum_min_align")
+
+    @property
+    def sbuf_min_align(self):
+        raise UnsupportedError("nl.tile_size.sbuf_min_align: the hardware catalog has no sourced value",
+                               what="nl.tile_size.sbuf_min_align")
 
 
 tile_size = _TileSize()
