@@ -148,3 +148,25 @@ def test_factories_match_cpu_from_the_same_seed(make):
         assert isinstance(got, NeuronTensor) and torch.equal(got.cpu(), expected)
     else:
         assert got == expected
+
+
+def test_load_with_map_location_neuron_is_refused_with_the_way_out():
+    buffer = io.BytesIO()
+    torch.save(nn.Linear(3, 2).state_dict(), buffer)
+    buffer.seek(0)
+    with pytest.raises(UnsupportedError, match="map_location='cpu'"):
+        torch.load(buffer, map_location="neuron", weights_only=True)
+    buffer.seek(0)
+    model = nn.Linear(3, 2).to("neuron")
+    model.load_state_dict(torch.load(buffer, map_location="cpu", weights_only=True))
+    assert model.weight.device.type == "neuron"
+
+
+def test_device_context_and_checkpointing_with_rng_state():
+    from torch.utils.checkpoint import checkpoint
+
+    with torch.neuron.device(0):
+        layer = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5)).to("neuron")
+    x = torch.randn(3, 4, device="neuron", requires_grad=True)
+    checkpoint(layer, x, use_reentrant=False).sum().backward()
+    assert x.grad.device.type == "neuron"

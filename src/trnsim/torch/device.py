@@ -62,7 +62,8 @@ def _module() -> types.ModuleType:
         "get_rng_state": lambda device=None: torch.get_rng_state(),
         "set_rng_state": lambda state, device=None: torch.set_rng_state(state),
         "get_amp_supported_dtype": lambda: [torch.bfloat16, torch.float16],
-        "device": lambda index=0: torch.device(NAME, index),
+        "device": _DeviceContext,
+        "_utils": types.SimpleNamespace(_get_device_index=_storage_index),
         "Stream": Stream,
         "Event": Event,
         "current_stream": lambda device=None: Stream(),
@@ -72,6 +73,25 @@ def _module() -> types.ModuleType:
     for name, value in members.items():
         setattr(mod, name, value)
     return mod
+
+
+class _DeviceContext(contextlib.AbstractContextManager):
+    """`torch.neuron.device(index)`: selects the one device there is (and refuses any other)."""
+
+    def __init__(self, device=0):
+        check_index(device if device is not None else 0)
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+def _storage_index(location, optional: bool = False) -> int:
+    """torch.load asks this before it builds storages on neuron, which cannot exist (a Python
+    backend has no allocator); refuse with the way out instead of crashing in C++."""
+    raise UnsupportedError(f"torch.load(map_location={str(location)!r}) needs storages on the neuron "
+                           "device, which trnsim cannot allocate", what="map_location=neuron",
+                           hint="load with map_location='cpu', then move with .to('neuron') or "
+                                "load_state_dict into a model already on neuron")
 
 
 def _manual_seed(seed: int) -> None:
