@@ -7,12 +7,11 @@ It lives in a `contextvars` variable (each LNC thread sets its own), never a mod
 from __future__ import annotations
 
 import contextvars
-from math import prod
 
 import numpy as np
 
 from trnsim.core.isa import Engine, Memory, Opcode
-from trnsim.core.machine import NeuronCore
+from trnsim.core.machine import NeuronCore, kernel_line
 from trnsim.core.memory import contiguous_strides
 from trnsim.errors import KernelError, SourceLoc
 from trnsim.nki import dtypes
@@ -45,7 +44,9 @@ def new_tensor(shape, dtype, buffer=dtypes.SBUF, name: str = "", address=None,
     shape = tuple(int(s) for s in (shape if isinstance(shape, tuple | list) else (shape,)))
     element = dtypes.dtype(dtype)
     place = dtypes.region(buffer)
-    name = name or f"{place.name}_{len(running.trace)}_{prod(shape)}"
+    if not name:  # unnamed tiles are called after the line that made them, e.g. "softmax:14"
+        made_at = kernel_line()
+        name = f"{made_at.function}:{made_at.line}" if made_at else place.name
     if place is dtypes.SHARED_HBM and kernel_made:
         storage = _shared(running, shape, element, name, values)
     else:
