@@ -170,3 +170,13 @@ def test_device_context_and_checkpointing_with_rng_state():
     x = torch.randn(3, 4, device="neuron", requires_grad=True)
     checkpoint(layer, x, use_reentrant=False).sum().backward()
     assert x.grad.device.type == "neuron"
+
+
+def test_assigning_data_replaces_the_values_not_only_the_shape():
+    param = nn.Parameter(torch.ones(3, device="neuron"))
+    param.data = torch.full((2,), 5.0, device="neuron")
+    assert param.shape == (2,) and param.detach().cpu().tolist() == [5.0, 5.0]
+    param.data.zero_()
+    assert param.detach().cpu().tolist() == [0.0, 0.0]
+    with pytest.raises(RuntimeError, match="incompatible"):
+        param.data = torch.ones(2)

@@ -43,6 +43,16 @@ class NeuronTensor(torch.Tensor):
             rule = RULES[func] = resolve(func)
         return rule(func, args, kwargs or {})
 
+    @property
+    def data(self):
+        return torch.Tensor.data.__get__(self)
+
+    @data.setter
+    def data(self, new):
+        # PyTorch swaps the wrapper's metadata only; the buffer must follow, or reads stay stale.
+        torch.Tensor.data.__set__(self, new)
+        self._elem = new._elem
+
     def __tensor_flatten__(self):
         return ["_elem"], None
 
