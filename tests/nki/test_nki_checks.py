@@ -87,6 +87,7 @@ def test_psum_tile_crossing_a_bank():
     assert "bank" in str(error)
 
 
+@pytest.mark.parametrize("target", ["trn1", "trn2", "trn3"])
 def test_sbuf_capacity_lists_live_tiles(target):
     def kernel(x):
         keep = nl.ndarray((128, 34000), dtype=nl.float32, buffer=nl.sbuf, name="big_a")
