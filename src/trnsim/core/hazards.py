@@ -144,22 +144,32 @@ class HazardTracker:
         An access is (writes, reads, box, writing): the two box lists of the operand's
         allocation (allocation ids are unique within a run) and the box it touches.
         """
-        shapes, found, known, tracks = [len(ins.inputs)], [], self.regions, self.tracks
-        for regions, writing in ((ins.inputs, False), (ins.outputs, True)):
-            for region in regions:
-                key = _REGION_KEY(region)
-                info = known.get(key)
-                if info is None:
-                    shape = (id(region.memory), region.partition_count, region.pattern,
-                             region.dtype, region.dtype_bytes)
-                    info = known[key] = (region_box(region),
-                                         self.shapes.setdefault(shape, len(self.shapes)))
-                track = tracks.get(region.buffer)
-                if track is None:
-                    track = tracks[region.buffer] = (_Boxes(), _Boxes())
-                shapes.append(info[1])
-                found.append((track[0], track[1], info[0], writing))
+        known, tracks = self.regions, self.tracks
+        shapes, found = [len(ins.inputs)], []
+        # Two plain loops, not one over inputs + outputs: this is the scheduler's hot path.
+        for region in ins.inputs:
+            box, shape = known.get(_REGION_KEY(region)) or self._learn(region)
+            writes, reads = tracks.get(region.buffer) or self._track(region.buffer)
+            shapes.append(shape)
+            found.append((writes, reads, box, False))
+        for region in ins.outputs:
+            box, shape = known.get(_REGION_KEY(region)) or self._learn(region)
+            writes, reads = tracks.get(region.buffer) or self._track(region.buffer)
+            shapes.append(shape)
+            found.append((writes, reads, box, True))
         return tuple(shapes), found
+
+    def _learn(self, region: Region) -> tuple[Box, int]:
+        """Box and shape id of an operand seen for the first time."""
+        shape = (region.memory, region.partition_count, region.pattern, region.dtype,
+                 region.dtype_bytes)
+        info = self.regions[_REGION_KEY(region)] = (
+            region_box(region), self.shapes.setdefault(shape, len(self.shapes)))
+        return info
+
+    def _track(self, buffer: int) -> tuple[_Boxes, _Boxes]:
+        track = self.tracks[buffer] = (_Boxes(), _Boxes())
+        return track
 
     @staticmethod
     def ready(accesses: list[tuple]) -> tuple[float, int]:
