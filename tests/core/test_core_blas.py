@@ -18,5 +18,7 @@ def test_limited_sets_and_restores_the_thread_count():
         assert getter() == before
 
 
-def test_threads_for_kernels_is_one_or_none():
-    assert blas.threads_for_kernels() in (1, None)
+def test_threads_for_kernels_is_one_or_none_and_cached():
+    choice = blas.threads_for_kernels()
+    assert choice in (1, None)
+    assert blas.threads_for_kernels() == choice or blas._single_thread_is_faster.cache_info().currsize == 1

@@ -3,8 +3,9 @@
 A kernel issues thousands of small GEMMs (128 x 128 x 512 per nc_matmul). Multi-threaded BLAS
 synchronises its threads on every call; when other processes already keep every core busy that
 costs up to 100x the arithmetic (measured on a loaded 2-core machine: 26 ms vs 0.24 ms per
-instruction). So kernels run with one BLAS thread when the machine is busy, and with BLAS's own
-choice when it is not. Where the library cannot be found (not Linux, another BLAS) nothing changes.
+instruction), while on an idle machine two threads are faster. So before kernels run, trnsim times
+a few instruction-sized GEMMs both ways (at most every 30 s) and uses the faster. Where the
+library cannot be found (not Linux, another BLAS) nothing changes.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ import contextlib
 import ctypes
 import functools
 import os
+import time
+
+import numpy as np
 
 
 @functools.cache
@@ -34,13 +38,36 @@ def _openblas():
 
 
 def threads_for_kernels() -> int | None:
-    """1 when the 1-minute load average exceeds the CPU count, else None (leave BLAS alone)."""
-    cpus = os.cpu_count() or 1
-    try:
-        busy = os.getloadavg()[0] > cpus
-    except OSError:
+    """1 if one BLAS thread runs an instruction-sized GEMM faster than BLAS's default right now,
+    else None (leave BLAS alone). Measured at most every RECHECK_S seconds (a few ms each)."""
+    if _openblas() is None:
         return None
-    return 1 if busy else None
+    return _single_thread_is_faster(int(time.monotonic() // RECHECK_S))
+
+
+RECHECK_S = 30.0
+_PROBE_CALLS = 8
+
+
+@functools.lru_cache(maxsize=1)
+def _single_thread_is_faster(_period: int) -> int | None:
+    stationary = np.ones((128, 128), np.float32)
+    moving = np.ones((128, 512), np.float32)
+
+    def seconds(limit_s: float) -> float:
+        start = time.perf_counter()
+        for _ in range(_PROBE_CALLS):
+            stationary.T @ moving
+            if time.perf_counter() - start > limit_s:  # a thrashing pool: no need to finish
+                break
+        return time.perf_counter() - start
+
+    with limited(1):
+        seconds(float("inf"))
+        single_s = seconds(float("inf"))
+    seconds(2 * single_s)
+    default_s = seconds(2 * single_s)
+    return 1 if single_s < default_s else None
 
 
 @contextlib.contextmanager
