@@ -109,7 +109,7 @@ class _Lanes:
         self.dma_base: dict[int, int] = {}
 
     def lane(self, engine: Engine, core: int, queue: int | None = None) -> int:
-        key = (id(engine), core, queue)  # ids hash in C; Enum members hash in Python
+        key = (engine, core, queue)
         lane = self.index.get(key)
         if lane is None:
             lane = self.index[key] = len(self.names)
@@ -162,16 +162,15 @@ def _schedule(trace: Trace, target: str | CoreSpec | None) -> Timeline:
     count = len(trace)
     lane_of, start_s, end_s, waited_on = [0] * count, [0.0] * count, [0.0] * count, [-1] * count
     hazards, lanes = HazardTracker(), _Lanes(core)
-    sync_s = {id(engine): core.costs.static_overhead_cycles / core.engines[engine.value].clock_hz
+    sync_s = {engine: core.costs.static_overhead_cycles / core.engines[engine.value].clock_hz
               for engine in Engine if engine.value in core.engines}
     dma, free, last = Engine.DMA, lanes.free_s, lanes.last
-    matmuls = {id(opcode) for opcode in MATMUL}
-    engine_lanes: dict[tuple[int, int], int] = {}
+    engine_lanes: dict[tuple[Engine, int], int] = {}
     operands, wait, record = hazards.operands, hazards.ready, hazards.record
     for index, ins in enumerate(trace):
         shapes, accesses = operands(ins)
         ready, blocker = wait(accesses)
-        key = (id(ins.opcode), id(ins.engine), shapes, tuple(ins.params.items()))
+        key = (ins.opcode, ins.engine, shapes, tuple(ins.params.items()))
         try:
             latency, seconds = costs[key]
         except (KeyError, TypeError):  # a new shape, or a parameter that cannot be hashed
@@ -181,16 +180,15 @@ def _schedule(trace: Trace, target: str | CoreSpec | None) -> Timeline:
         if engine is dma:
             lane = lanes.dma(ins, ready)
         else:
-            lane = engine_lanes.get((id(engine), ins.core))
+            lane = engine_lanes.get((engine, ins.core))
             if lane is None:
-                lane = engine_lanes[(id(engine), ins.core)] = lanes.lane(engine, ins.core)
+                lane = engine_lanes[(engine, ins.core)] = lanes.lane(engine, ins.core)
         start = free[lane]
         if ready >= start and (blocker >= 0 or latency):
             # Waiting on another instruction costs a semaphore (a DMA's is in its latency),
             # except inside a matmul accumulation group, which the PE array pipelines in place.
-            pipelined = latency or (id(ins.opcode) in matmuls
-                                    and id(trace[blocker].opcode) in matmuls)
-            start = ready if pipelined else ready + sync_s.get(id(engine), 0.0)
+            pipelined = latency or (ins.opcode in MATMUL and trace[blocker].opcode in MATMUL)
+            start = ready if pipelined else ready + sync_s.get(engine, 0.0)
             waited_on[index] = blocker
         else:
             waited_on[index] = last[lane]
