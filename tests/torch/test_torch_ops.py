@@ -225,3 +225,24 @@ def test_comparison_and_set_ops_run_on_the_device():
         expected = torch.multinomial(x, 2)
         torch.manual_seed(0)
         assert_same(torch.multinomial(n, 2), expected)
+
+
+@pytest.mark.parametrize("change", [
+    lambda x: x.unsqueeze_(0), lambda x: x.t_(), lambda x: x.squeeze_(), lambda x: x.transpose_(0, 1),
+    lambda x: x.resize_(2, 2), lambda x: x.as_strided_((2,), (2,)),
+    lambda x: x.set_(torch.ones(3, device=x.device)),
+], ids=["unsqueeze_", "t_", "squeeze_", "transpose_", "resize_smaller", "as_strided_", "set_"])
+def test_in_place_layout_changes_reach_the_callers_tensor(change):
+    x = torch.arange(4.0).reshape(1, 4)
+    n = x.to("neuron")
+    expected = change(x)
+    with config.override(strict=True):
+        got = change(n)
+    assert got is n
+    assert n.shape == expected.shape and n.stride() == expected.stride()
+    assert torch.equal(n.cpu(), expected.cpu())
+
+
+def test_growing_a_tensor_in_place_raises_instead_of_keeping_a_stale_shape():
+    with pytest.raises(UnsupportedError, match=r"aten\.add\.out grew a neuron tensor"):
+        torch.add(torch.ones(2, 3, device="neuron"), 1, out=torch.empty(0, device="neuron"))

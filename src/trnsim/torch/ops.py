@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from trnsim.errors import UnsupportedError
 from trnsim.torch import fallback, precision, profiler
 from trnsim.torch.tensor import NeuronTensor, unwrap, unwrap_args, unwrap_kwargs, wrap
 
@@ -57,6 +58,7 @@ _family("indexing", """index index_put index_put_ _index_put_impl_ index_select 
     upsample_nearest2d_backward upsample_bilinear2d_backward""")
 _family("view", """view _unsafe_view reshape t transpose permute expand unsqueeze squeeze slice select
     split split_with_sizes unbind narrow as_strided alias detach clone contiguous _reshape_alias
+    unsqueeze_ squeeze_ t_ transpose_ as_strided_ swapdims_ detach_
     view_as_real view_as_complex unfold diagonal chunk lift_fresh movedim _to_copy copy_ _copy_from
     _local_scalar_dense resize_ set_ _has_compatible_shallow_copy_type is_same_size
     _nested_tensor_from_mask_left_aligned""")
@@ -157,12 +159,36 @@ def _owners(args, kwargs) -> dict:
     return owners
 
 
-def _rewrap(value, owners: dict):
+_WRAPPER_ONLY = torch._C.DispatchKeySet(torch._C.DispatchKey.Python) | torch._C.DispatchKeySet(
+    torch._C.DispatchKey.PythonTLSSnapshot)
+
+
+def _sync_layout(owner, buffer, func):
+    """After an op that changed its buffer's layout in place (unsqueeze_, t_, resize_, set_, out=
+    resized), give the caller's tensor the same sizes, strides and offset.
+
+    The wrapper's layout lives in C++; `as_strided_` below the Python key rewrites it in place. It
+    cannot grow past the wrapper's original extent: that case raises rather than leave a stale shape.
+    """
+    layout = (buffer.shape, buffer.stride(), buffer.storage_offset())
+    if type(owner) is not NeuronTensor or (owner.shape, owner.stride(), owner.storage_offset()) == layout:
+        return owner
+    try:
+        with torch._C._ExcludeDispatchKeyGuard(_WRAPPER_ONLY), torch._C._AutoDispatchBelowAutograd():
+            torch.ops.aten.as_strided_.default(owner, *layout)
+    except RuntimeError as error:
+        raise UnsupportedError(f"{func} grew a neuron tensor in place to {list(buffer.shape)}",
+                               what=str(func), hint="allocate the result's shape first (out= tensors "
+                               "must already have it)") from error
+    return owner
+
+
+def _rewrap(value, owners: dict, func):
     if isinstance(value, torch.Tensor):
         owner = owners.get(id(value))
-        return owner if owner is not None else NeuronTensor(value)
+        return _sync_layout(owner, value, func) if owner is not None else NeuronTensor(value)
     if type(value) in (list, tuple):
-        return type(value)(_rewrap(v, owners) for v in value)
+        return type(value)(_rewrap(v, owners, func) for v in value)
     return value
 
 
@@ -175,7 +201,7 @@ def _finish(func, args, kwargs, uargs, out):
     if device is not None and torch.device(device).type != "neuron":
         return out
     if func._schema.is_mutable:
-        return _rewrap(out, _owners(args, kwargs))
+        return _rewrap(out, _owners(args, kwargs), func)
     return wrap(out)
 
 
