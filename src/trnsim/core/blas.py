@@ -4,7 +4,7 @@ A kernel issues thousands of small GEMMs (128 x 128 x 512 per nc_matmul). Multi-
 synchronises its threads on every call; when other processes already keep every core busy that
 costs up to 100x the arithmetic (measured on a loaded 2-core machine: 26 ms vs 0.24 ms per
 instruction), while on an idle machine two threads are faster. So before kernels run, trnsim times
-a few instruction-sized GEMMs both ways (at most every 30 s) and uses the faster. Where the
+a few instruction-sized GEMMs both ways (at most every 5 s) and uses the faster. Where the
 library cannot be found (not Linux, another BLAS) nothing changes.
 """
 
@@ -45,7 +45,8 @@ def threads_for_kernels() -> int | None:
     return _single_thread_is_faster(int(time.monotonic() // RECHECK_S))
 
 
-RECHECK_S = 30.0
+RECHECK_S = 5.0
+MULTI_THREAD_MARGIN = 0.8  # BLAS's default threads must take under 80% of one thread's time
 _PROBE_CALLS = 8
 
 
@@ -67,7 +68,16 @@ def _single_thread_is_faster(_period: int) -> int | None:
         single_s = seconds(float("inf"))
     seconds(2 * single_s)
     default_s = seconds(2 * single_s)
-    return 1 if single_s < default_s else None
+    # Thrashing costs far more than one thread loses on an idle machine: demand a clear win.
+    return None if default_s < MULTI_THREAD_MARGIN * single_s and not _busy() else 1
+
+
+def _busy() -> bool:
+    """The 1-minute load average exceeds the CPU count: other processes want every core."""
+    try:
+        return os.getloadavg()[0] > (os.cpu_count() or 1)
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager
