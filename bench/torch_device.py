@@ -32,19 +32,19 @@ from torch_gpt import GPT, batches  # noqa: E402
 
 
 def _stepper(model, device: str, data):
-    """A function that runs one AdamW training step on `device` and returns its seconds."""
+    """A function that runs one AdamW training step on `device`; returns its seconds and loss."""
     model.to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
     idx, target = (t.to(device) for t in data)
 
-    def step() -> float:
+    def step() -> tuple[float, float]:
         start = time.perf_counter()
         loss = F.cross_entropy(model(idx).flatten(0, 1), target.flatten())
         opt.zero_grad()
         loss.backward()
         opt.step()
-        loss.item()
-        return time.perf_counter() - start
+        value = loss.item()
+        return time.perf_counter() - start, value
 
     return step
 
@@ -63,11 +63,8 @@ def main() -> None:
     data = batches(1, batch=args.batch, seq=args.seq, vocab=8192)[0]
     cpu_step = _stepper(model, "cpu", data)
     neuron_step = _stepper(copy.deepcopy(model), "neuron", data)
-    cpu_step(), neuron_step()  # warm-up
-    cpu_s, neuron_s = [], []
-    for _ in range(args.steps):
-        cpu_s.append(cpu_step())
-        neuron_s.append(neuron_step())
+    runs = [(cpu_step(), neuron_step()) for _ in range(args.steps + 1)]  # the first is a warm-up
+    cpu_s, neuron_s = [c[0] for c, _ in runs[1:]], [n[0] for _, n in runs[1:]]
     value, baseline = statistics.median(neuron_s), statistics.median(cpu_s)
     extra = {}
     if args.device_time:
@@ -85,6 +82,7 @@ def main() -> None:
         "baseline": {"name": "same step on CPU torch", "value": round(baseline, 4)},
         "ratio": round(value / baseline, 3),
         "goal": "ratio <= 1.5",
+        "losses_bitwise_equal": all(c[1] == n[1] for c, n in runs),
         "fallback_ops": trnsim.torch.fallback_counts(),
         **extra,
         "machine": {"cpus": os.cpu_count(), "torch": torch.__version__, "numpy": np.__version__},
