@@ -1,6 +1,6 @@
 """A tour of trnsim: run the example kernels on the emulator, check them, and train on "neuron".
 
-    trnsim run examples/tour.py --report trnsim-report   # also times every kernel on trn1/2/3
+    trnsim run --report trnsim-report examples/tour.py   # also times every kernel on trn1/2/3
     python examples/tour.py                              # values only
 
 Part 1 runs each example kernel in `trnsim.nki.simulate` and compares it with a numpy reference at

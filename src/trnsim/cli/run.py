@@ -68,7 +68,8 @@ def recording_launches():
 
     def recorded(kernel, *args, **kwargs):
         result = original(kernel, *args, **kwargs)
-        launches.append((getattr(kernel, "__name__", "kernel"), kernel.last_trace))
+        if not _is_builtin(kernel):
+            launches.append((getattr(kernel, "__name__", "kernel"), kernel.last_trace))
         return result
 
     jit.run = recorded
@@ -76,6 +77,11 @@ def recording_launches():
         yield launches
     finally:
         jit.run = original
+
+
+def _is_builtin(kernel) -> bool:
+    """trnsim's own kernels (the torch device times its ops with them) are not the user's launches."""
+    return getattr(kernel, "__module__", "").startswith("trnsim.")
 
 
 def run_script(script: str, script_args: list[str]) -> int:

@@ -81,15 +81,15 @@ def profile(kernel, *args, targets: Iterable[str] | None = None,
 def summary_table(profiles: Iterable[KernelProfile]) -> Table:
     """One row per (kernel, target): latency, busiest engine, DMA rate, HFU."""
     table = Table(title="trnsim kernel profile")
-    for column in ("kernel", "target", "instructions", "latency ms", "busiest engine",
-                   "DMA GB/s", "HFU"):
-        table.add_column(column, justify="left" if column in ("kernel", "target") else "right")
+    for column in ("kernel", "target", "instr", "latency µs", "busiest engine", "DMA GB/s", "HFU"):
+        table.add_column(column, justify="left" if column in ("kernel", "target") else "right",
+                         no_wrap=True)
     for item in profiles:
         for target, (_, summary) in item.results.items():
             busiest = max(summary.engines.values(), key=lambda e: e.busy_fraction, default=None)
             engine = f"{busiest.name} {busiest.busy_fraction:.0%}" if busiest else "-"
             table.add_row(item.name, target, str(summary.instructions),
-                          f"{summary.latency_s * 1e3:.4f}", engine,
+                          f"{summary.latency_s * 1e6:,.1f}", engine,
                           f"{summary.dma_bytes_per_s / 1e9:.1f}",
                           "-" if summary.hfu is None else f"{summary.hfu:.1%}")
     return table
