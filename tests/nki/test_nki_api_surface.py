@@ -79,3 +79,12 @@ def test_alignment_constants_without_a_source_raise():
         with pytest.raises(UnsupportedError, match=name):
             getattr(nl.tile_size, name)
         assert f"`nl.tile_size.{name}`" in DOCS
+
+
+def test_old_api_names_say_which_api_they_belong_to():
+    with pytest.raises(UnsupportedError, match="old neuronxcc.nki API") as caught:
+        nl.arange(128)
+    assert "nl.ds" in str(caught.value)
+    missing = "no_such_function"
+    with pytest.raises(AttributeError):
+        getattr(nl, missing)

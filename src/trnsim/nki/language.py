@@ -288,4 +288,19 @@ def device_print(prefix, tensor=None, **_) -> None:
         print(prefix, tensor)
 
 
+# Names of the old neuronxcc.nki API (NKI beta 1, SDK 2.20-2.26) that NKI 0.6 no longer has.
+OLD_API = {"arange": "slicing or nl.ds", "mgrid": "slicing or nl.ds", "par_dim": "plain shapes",
+           "static_cast": "nisa.tensor_copy into a tile of the new dtype",
+           "loop_reduce": "nisa.tensor_reduce",
+           "atomic_rmw": "nisa.dma_compute", "spmd_dim": "kernel[n] launch grids", "nc": "kernel[2] (LNC=2)",
+           "finfo": "numpy.finfo", "all_reduce": "nki.collectives"}
+
+
+def __getattr__(name: str):
+    if name in OLD_API:
+        raise UnsupportedError(f"nl.{name} belongs to the old neuronxcc.nki API; trnsim emulates NKI 0.6",
+                               what=f"nl.{name}", hint=f"use {OLD_API[name]}")
+    raise AttributeError(f"module 'nki.language' has no attribute {name!r}")
+
+
 from trnsim.nki.language_math import *  # noqa: E402, F401, F403 - the math half of nl
