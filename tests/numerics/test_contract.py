@@ -63,3 +63,16 @@ def test_non_numeric_input_is_a_format_error():
         numerics.cast(np.array(["a"]), "bfloat16")
     with pytest.raises(FormatError, match="unknown rounding"):
         numerics.cast([1.0], "bfloat16", rounding="up")
+
+
+def test_empty_and_scalar_inputs_keep_their_shape():
+    for name in ("bfloat16", "float8_e4m3", "float4_e2m1fn", "tfloat32", "int8", "float8_e8m0fnu"):
+        for rounding in ("nearest", "stochastic"):
+            assert numerics.cast(np.zeros((0, 3), np.float32), name, rounding=rounding).shape == (0, 3)
+            assert numerics.cast(np.float32(3.3), name, rounding=rounding, seed=1).shape == ()
+    mx = numerics.quantize_mx(np.zeros((0, 32), np.float32))
+    assert numerics.dequantize_mx(mx).shape == (0, 32)
+    packed = numerics.pack_x4(mx.elements, "float8_e4m3fn")
+    assert numerics.unpack_x4(packed, "float8_e4m3fn").shape == (0, 32)
+    sparse = numerics.compress(np.zeros((0, 16)), "4:16", axis=1)
+    assert numerics.decompress(sparse).shape == (0, 16)

@@ -171,7 +171,7 @@ def dequantize_mx(mx: MXArray) -> np.ndarray:
     factor = np.where(exponents == E8M0_NAN - E8M0_BIAS, np.float32(np.nan),
                       np.ldexp(np.float32(1), np.minimum(exponents, E8M0_BIAS).astype(np.int32)))
     out = np.multiply(blocks, factor, dtype=np.float32)
-    moved = out.reshape(*out.shape[:-2], -1)
+    moved = out.reshape(*out.shape[:-2], out.shape[-2] * out.shape[-1])
     return np.moveaxis(moved, -1, mx.axis).astype(np.float32)
 
 
@@ -198,7 +198,7 @@ def pack_x4(values, fmt, axis: int = -1) -> np.ndarray:
     from trnsim.numerics.cast import to_codes
 
     codes = np.moveaxis(to_codes(arr, fmt).astype(word), axis, -1)
-    groups = codes.reshape(*codes.shape[:-1], -1, 4)
+    groups = codes.reshape(*codes.shape[:-1], codes.shape[-1] // 4, 4)
     packed = np.zeros(groups.shape[:-1], word)
     for i in range(4):
         packed |= groups[..., i] << word.type(width * i)
@@ -212,5 +212,5 @@ def unpack_x4(packed, fmt, axis: int = -1) -> np.ndarray:
     moved = np.moveaxis(arr.astype(word), axis, -1)
     mask = word.type((1 << width) - 1)
     parts = [(moved >> word.type(width * i)) & mask for i in range(4)]
-    codes = np.stack(parts, axis=-1).reshape(*moved.shape[:-1], -1).astype(fmt.code_dtype)
+    codes = np.stack(parts, axis=-1).reshape(*moved.shape[:-1], 4 * moved.shape[-1]).astype(fmt.code_dtype)
     return np.moveaxis(codes.view(fmt.numpy_dtype), -1, axis)

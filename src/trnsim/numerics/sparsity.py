@@ -58,11 +58,11 @@ def _groups(w: np.ndarray, pattern: SparsityPattern, axis: int) -> tuple[np.ndar
         raise FormatError(f"pattern {pattern.name} needs axis {axis} (length {w.shape[axis]}) to be a "
                           f"multiple of {pattern.group}", hint="pad the contraction axis")
     moved = np.moveaxis(w, axis, -1)
-    return moved.reshape(*moved.shape[:-1], -1, pattern.group), axis
+    return moved.reshape(*moved.shape[:-1], moved.shape[-1] // pattern.group, pattern.group), axis
 
 
 def _ungroup(groups: np.ndarray, axis: int) -> np.ndarray:
-    return np.moveaxis(groups.reshape(*groups.shape[:-2], -1), -1, axis)
+    return np.moveaxis(groups.reshape(*groups.shape[:-2], groups.shape[-2] * groups.shape[-1]), -1, axis)
 
 
 def prune(w, pattern=DEFAULT_PATTERN, axis: int = 0) -> np.ndarray:
@@ -131,7 +131,7 @@ def decompress(sparse: SparseArray) -> np.ndarray:
     """The dense array again (exactly)."""
     pattern = sparse.pattern
     values = np.moveaxis(sparse.values, sparse.axis, -1)
-    values = values.reshape(*values.shape[:-1], -1, pattern.kept)
+    values = values.reshape(*values.shape[:-1], values.shape[-1] // pattern.kept, pattern.kept)
     positions = np.moveaxis(sparse.positions, sparse.axis, -1).reshape(values.shape).astype(np.intp)
     dense = np.zeros((*values.shape[:-1], pattern.group), sparse.values.dtype)
     np.put_along_axis(dense, positions, values, axis=-1)
@@ -146,7 +146,7 @@ def pack_tags(positions, order: str = "low_first") -> np.ndarray:
         raise FormatError(f"tag packing needs a last axis divisible by {TAGS_PER_WORD}, got {tags.shape[-1]}")
     if tags.size and tags.max() >= 1 << TAG_BITS:
         raise FormatError(f"a tag of {int(tags.max())} does not fit in {TAG_BITS} bits")
-    grouped = tags.reshape(*tags.shape[:-1], -1, TAGS_PER_WORD)
+    grouped = tags.reshape(*tags.shape[:-1], tags.shape[-1] // TAGS_PER_WORD, TAGS_PER_WORD)
     return np.bitwise_or.reduce(grouped << shifts, axis=-1).astype(np.uint16)
 
 
@@ -154,7 +154,7 @@ def unpack_tags(packed, order: str = "low_first") -> np.ndarray:
     shifts = _tag_shifts(order)
     words = np.asarray(packed).astype(np.uint16)[..., None]
     tags = (words >> shifts) & np.uint16((1 << TAG_BITS) - 1)
-    return tags.reshape(*tags.shape[:-2], -1).astype(np.uint8)
+    return tags.reshape(*tags.shape[:-2], tags.shape[-2] * tags.shape[-1]).astype(np.uint8)
 
 
 def _tag_shifts(order: str) -> np.ndarray:
