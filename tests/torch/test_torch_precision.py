@@ -66,3 +66,14 @@ def test_stochastic_rounding_switch_rejects_bad_values(monkeypatch):
     monkeypatch.setenv("NEURON_RT_STOCHASTIC_ROUNDING_EN", "maybe")
     with pytest.raises(ValueError, match="NEURON_RT_STOCHASTIC_ROUNDING_EN"):
         torch.ones(2, device="neuron").to(torch.bfloat16)
+
+
+def test_compiled_graphs_round_stochastically_when_they_run(monkeypatch):
+    monkeypatch.setenv("NEURON_RT_STOCHASTIC_ROUNDING_EN", "1")
+    lo, hi = 1.0, 1.0 + 2**-7
+    x = torch.full((20_000,), lo + 0.25 * (hi - lo), device="neuron")
+    cast = torch.compile(lambda t: t.to(torch.bfloat16) * 1, backend="neuron")
+    with numerics.stochastic_seed(3):
+        rounded = cast(x).cpu().float()
+    assert set(rounded.unique().tolist()) == {lo, hi}
+    assert abs((rounded == hi).float().mean().item() - 0.25) < 0.02

@@ -16,8 +16,12 @@ def rounds_stochastically(src: torch.dtype, dst: torch.dtype) -> bool:
 
 
 def round_to(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """`x` (a CPU tensor) cast to `dtype` the way the device's engines write it."""
-    if not rounds_stochastically(x.dtype, dtype):
+    """`x` (a CPU tensor) cast to `dtype` the way the device's engines write it.
+
+    While torch.compile traces, `x` is a fake tensor without values: the cast is recorded as a
+    plain one, and the compiled graph rounds stochastically when it runs (same kernel table).
+    """
+    if not rounds_stochastically(x.dtype, dtype) or type(x) is not torch.Tensor:
         return x.to(dtype)
     rounded = numerics.cast(x.detach().contiguous().numpy(), "bfloat16", rounding="stochastic")
     return torch.from_numpy(rounded.view(np.int16)).view(torch.bfloat16).reshape(x.shape)
