@@ -130,3 +130,18 @@ def test_trnsim_run_skips_a_target_that_lacks_an_instruction_and_times_the_rest(
     captured = capsys.readouterr()
     assert "exp_kernel not timed on trn2" in captured.err
     assert "trn3" in captured.out and "exp_kernel" in captured.out
+
+
+def test_trnsim_run_leaves_out_the_kernels_trnsim_itself_launches(tmp_path, capsys):
+    """The torch device times its ops with built-in kernels; only the script's own launches count."""
+    script = tmp_path / "mixed.py"
+    script.write_text(textwrap.dedent(SCRIPT) + textwrap.dedent("""
+        import torch
+        import trnsim.torch
+        with trnsim.torch.profile(target="trn2") as prof:
+            (torch.ones(64, 64, device="neuron") @ torch.ones(64, 64, device="neuron")).sum()
+        assert prof.report().total_s > 0
+    """))
+    code = main(["run", "--target", "trn2", "--report", str(tmp_path / "out"), str(script)])
+    assert code == 0, capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["double.html", "double.json"]
