@@ -83,5 +83,15 @@ def test_trace_only_gives_the_same_trace_as_simulate(kernel, args):
 def test_run_all_reports_every_example_within_tolerance(capsys):
     import run_all
     assert run_all.main(["--target", "trn3"]) == 0
-    lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 7 and all(line.startswith("ok") for line in lines)
+    out = capsys.readouterr().out
+    names = [case[0] for case in run_all.cases(np.random.default_rng(0))]
+    assert len(names) == 7 and all(name in out for name in names)
+    assert out.count("yes") == 7 and "NO" not in out
+
+
+def test_the_tour_checks_the_kernels_and_prices_a_training_loop(capsys):
+    """examples/tour.py is the README's main job."""
+    import tour
+    assert tour.main() == 0
+    out = capsys.readouterr().out
+    assert "final loss on neuron" in out and "trn1" in out and "trn2" in out and "$" in out
