@@ -140,6 +140,7 @@ class EngineSpec(_Spec):
     clock_hz: float = fact("hz")
     elements_per_cycle: Mapping[str, int] = facts("count", keys=WIDTH_CLASSES)
     peak_flops: Mapping[str, float] = facts("flops", keys=DTYPE_CLASSES, optional=True)
+    rng_state_words: int = fact("count", optional=True)
     sources: Mapping[str, Sourced] = plain("sources")
 
     def width(self, dtype_class: str) -> int:
@@ -167,6 +168,9 @@ class CoreSpec(_Spec):
     matmul_max_moving_free_bf16_dst: int = fact("count")
     matmul_max_moving_free_fp32_dst: int = fact("count")
     bn_stats_max_free: int = fact("count")
+    gpsimd_group_partitions: int = fact("count", optional=True)
+    local_gather_max_indices: int = fact("count", optional=True)
+    local_gather_max_elements_per_index: int = fact("count", optional=True)
     dtypes: frozenset[str] = fact("names")
     engines: Mapping[str, EngineSpec] = nested("EngineSpec")
     dma_queues: int = fact("count")
