@@ -1,14 +1,14 @@
-"""EXECUTE rules for GpSimd and the sync engine: index patterns, masks, gathers, registers."""
+"""EXECUTE rules for GpSimd and the sync engine: index patterns, masks, gathers, segment scans,
+PRNG state, registers."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from trnsim.core import alu
-from trnsim.core.execute import EXECUTE, F32, Operands
+from trnsim.core.execute import EXECUTE, F32, Operands, hazard
 from trnsim.core.isa import Opcode
 from trnsim.core.trace import Instruction
-from trnsim.errors import UnsupportedError
 
 
 def affine_values(ins: Instruction, partitions: int) -> np.ndarray:
@@ -66,7 +66,104 @@ def _n_gather(ins: Instruction, io: Operands) -> None:
 
 @EXECUTE.register(Opcode.LOCAL_GATHER)
 def _local_gather(ins: Instruction, io: Operands) -> None:
-    raise UnsupportedError("nisa.local_gather is not emulated yet", what="nisa.local_gather")
+    """Each GpSimd core serves one group of partitions: every partition of the group reads the
+    group's indices (flattened partition-first) from its own row, num_elem_per_idx elements each."""
+    data = io.raw(0)
+    rows = data.shape[0]
+    flat = data.reshape(rows, -1)
+    index = io.raw(1).reshape(rows, -1).astype(np.int64)
+    group, valid = ins.param("group_partitions"), ins.param("num_valid_indices")
+    span = np.arange(ins.param("num_elem_per_idx"))
+    gathered = np.empty((rows, valid * span.size), flat.dtype)
+    for start in range(0, rows, group):
+        starts = index[start:start + group].reshape(-1, order="F")[:valid]
+        columns = (starts[:, None] + span).reshape(-1)
+        if columns.size and columns.max() >= flat.shape[1]:
+            raise hazard(ins, f"local_gather index {int(starts.max())} + {span.size} elements reaches past "
+                              f"the {flat.shape[1]} elements per partition of {ins.inputs[0].name!r} "
+                              f"(partitions {start}..{start + group - 1})")
+        gathered[start:start + group] = flat[start:start + group][:, columns]
+    io.write_raw(0, gathered.reshape(io.out(0).shape))
+
+
+@EXECUTE.register(Opcode.SEQUENCE_BOUNDS)
+def _sequence_bounds(ins: Instruction, io: Operands) -> None:
+    """[start, end) of the run of equal segment ids each element is in; id 0 is padding (n, -1)."""
+    ids = io.raw(0)
+    ids = ids.reshape(ids.shape[0], -1)
+    length = ids.shape[1]
+    position = np.arange(length)
+    first = np.ones(ids.shape, bool)
+    first[:, 1:] = ids[:, 1:] != ids[:, :-1]
+    last = np.ones(ids.shape, bool)
+    last[:, :-1] = ids[:, :-1] != ids[:, 1:]
+    starts = np.maximum.accumulate(np.where(first, position, 0), axis=1)
+    ends = np.minimum.accumulate(np.where(last, position + 1, length)[:, ::-1], axis=1)[:, ::-1]
+    padding = ids == 0
+    bounds = np.stack([np.where(padding, length, starts), np.where(padding, -1, ends)], axis=1)
+    io.write(0, bounds.astype(F32))
+
+
+def _write_rows(view, rows: np.ndarray, values: np.ndarray) -> None:
+    """Store values into some rows (partitions) of a view and mark only those rows written."""
+    view.array()[rows] = values.astype(view.element.numpy)
+    view.storage.shadow = None
+    if view.storage.written is not None:
+        view.written_mask()[rows] = True
+
+
+@EXECUTE.register(Opcode.NONZERO_WITH_COUNT)
+def _nonzero_with_count(ins: Instruction, io: Operands) -> None:
+    """On the first partition of each GpSimd group: nonzero positions (+ index_offset), padding,
+    then the count. Other partitions of dst keep their values."""
+    data = io.raw(0)
+    rows = np.arange(0, data.shape[0], ins.param("group_partitions"))
+    flat = data.reshape(data.shape[0], -1)[rows]
+    nonzero = flat != 0
+    count = nonzero.sum(axis=1)
+    order = np.argsort(~nonzero, axis=1, kind="stable")
+    values = np.where(np.arange(flat.shape[1]) < count[:, None], order + ins.param("index_offset"),
+                      ins.param("padding_val"))
+    out = io.out(0)
+    _write_rows(out, rows, np.concatenate([values, count[:, None]], axis=1).reshape((rows.size,) +
+                                                                                    out.shape[1:]))
+
+
+def _lane_words(ins: Instruction, state, words: int) -> np.ndarray:
+    """The engine's state words per lane. They seed the core's generator, so they stay valid until
+    the generator draws again; after that, fresh words are drawn and the generator is re-seeded."""
+    engine = ins.engine.value
+    saved = state.rng_words.get(engine)
+    if saved is None or state.rng_snapshot != (engine, state.rng.bit_generator.state):
+        saved = state.rng.integers(0, np.iinfo(np.uint32).max, (state.partitions, words), np.uint32,
+                                   endpoint=True)
+        _reseed(state, engine, saved)
+    return saved
+
+
+def _reseed(state, engine: str, words: np.ndarray) -> None:
+    state.rng_words[engine] = words
+    state.rng = np.random.default_rng(words.reshape(-1).astype(np.uint64))
+    state.rng_snapshot = (engine, state.rng.bit_generator.state)
+
+
+@EXECUTE.register(Opcode.RAND_SET_STATE)
+def _rand_set_state(ins: Instruction, io: Operands) -> None:
+    seeds = io.raw(0)
+    seeds = seeds.reshape(seeds.shape[0], -1)
+    first = ins.inputs[0].partition_start
+    words = _lane_words(ins, io.state, seeds.shape[1]).copy()
+    words[first:first + seeds.shape[0]] = seeds
+    _reseed(io.state, ins.engine.value, words)
+
+
+@EXECUTE.register(Opcode.RAND_GET_STATE)
+def _rand_get_state(ins: Instruction, io: Operands) -> None:
+    out = io.out(0)
+    lanes = out.shape[0]
+    first = ins.outputs[0].partition_start
+    words = _lane_words(ins, io.state, int(np.prod(out.shape[1:])))
+    io.write_raw(0, words[first:first + lanes].reshape(out.shape))
 
 
 @EXECUTE.register(Opcode.REGISTER_MOVE, Opcode.REGISTER_LOAD)

@@ -72,9 +72,13 @@ class Opcode(enum.Enum):
     STREAM_SHUFFLE = "nc_stream_shuffle"
     LOCAL_GATHER = "local_gather"
     N_GATHER = "nc_n_gather"
+    SEQUENCE_BOUNDS = "sequence_bounds"
+    NONZERO_WITH_COUNT = "nonzero_with_count"
     QUANTIZE_MX = "quantize_mx"
     RNG = "rng"
     DROPOUT = "dropout"
+    RAND_SET_STATE = "rand_set_state"
+    RAND_GET_STATE = "rand_get_state"
     REGISTER_MOVE = "register_move"
     REGISTER_LOAD = "register_load"
     REGISTER_STORE = "register_store"
@@ -147,9 +151,13 @@ SPECS: dict[Opcode, InstructionSpec] = {s.opcode: s for s in (
     _spec(Opcode.STREAM_SHUFFLE, _V, _S),
     _spec(Opcode.LOCAL_GATHER, _G, reads=_SBUF, writes=_SBUF),
     _spec(Opcode.N_GATHER, _G, reads=_SBUF, writes=_SBUF),
+    _spec(Opcode.SEQUENCE_BOUNDS, _G, reads=_SBUF, writes=_SBUF),
+    _spec(Opcode.NONZERO_WITH_COUNT, _G, reads=_SBUF, writes=_SBUF, first_generation=3),
     _spec(Opcode.QUANTIZE_MX, _V, first_generation=4),
     _spec(Opcode.RNG, _V, _G),
     _spec(Opcode.DROPOUT, _V),
+    _spec(Opcode.RAND_SET_STATE, _G, _V, first_generation=3),
+    _spec(Opcode.RAND_GET_STATE, _G, _V, first_generation=3),
     _spec(Opcode.REGISTER_MOVE, Engine.SYNC),
     _spec(Opcode.REGISTER_LOAD, Engine.SYNC, reads=_ANY - _PSUM),
     _spec(Opcode.REGISTER_STORE, Engine.SYNC, writes=_ANY - _PSUM),

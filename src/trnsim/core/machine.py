@@ -57,6 +57,8 @@ class EngineState:
     accumulators: dict = field(default_factory=dict)
     registers: dict = field(default_factory=dict)
     rng: np.random.Generator = field(init=False)
+    rng_words: dict = field(default_factory=dict)  # engine -> [partitions, words] PRNG state words
+    rng_snapshot: tuple | None = None  # (engine, generator state) when those words seeded the generator
 
     def __post_init__(self):
         self.rng = np.random.default_rng(self.seed)

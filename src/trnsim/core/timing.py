@@ -135,6 +135,8 @@ for _opcode, _entry in (
     (Opcode.STREAM_SHUFFLE, "tensor_copy"), (Opcode.QUANTIZE_MX, "tensor_scalar"),
     (Opcode.TENSOR_PARTITION_REDUCE, "tensor_reduce"), (Opcode.LOCAL_GATHER, "tensor_copy"),
     (Opcode.N_GATHER, "tensor_copy"), (Opcode.TENSOR_COPY_PREDICATED, "tensor_tensor"),
+    (Opcode.SEQUENCE_BOUNDS, "tensor_tensor_scan"), (Opcode.NONZERO_WITH_COUNT, "tensor_tensor_scan"),
+    (Opcode.RAND_SET_STATE, "tensor_copy"), (Opcode.RAND_GET_STATE, "tensor_copy"),
 ):
     COST.register(_opcode)(_elementwise(_entry))
 

@@ -1,8 +1,9 @@
 """`nki.isa` (nisa): one function per NeuronCore instruction, destination first (NKI 0.6).
 
 Each call normalises its arguments, records them as an `Instruction` through the active core
-(which checks and, under `simulate`, executes it) and returns `dst`. Instructions trnsim does not
-emulate raise `UnsupportedError` naming them; docs/nki.md lists them.
+(which checks and, under `simulate`, executes it) and returns `dst`. Options trnsim does not
+emulate (e.g. reduce_cmd=reduce in tensor_scalar_cumulative) raise `UnsupportedError` naming them;
+docs/nki.md lists them.
 """
 
 from __future__ import annotations
@@ -188,16 +189,6 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
 
 def nc_transpose(dst, data, engine=engine.unknown, name=None, **_):
     return _issue(Opcode.TRANSPOSE, dst, [data], {}, engine, name)
-
-
-def unsupported(name: str):
-    """A stand-in for an instruction trnsim does not emulate: raises UnsupportedError naming it."""
-    def raise_unsupported(*args, **kwargs):
-        raise UnsupportedError(f"nisa.{name} is not emulated yet", what=f"nisa.{name}",
-                               hint="see docs/nki.md for what trnsim supports")
-    raise_unsupported.__name__ = name
-    raise_unsupported.unsupported = True
-    return raise_unsupported
 
 
 def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,

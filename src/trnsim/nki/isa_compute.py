@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from trnsim.core.isa import Opcode
-from trnsim.errors import UnsupportedError
+from trnsim.errors import KernelError, SourceLoc, UnsupportedError
 from trnsim.nki import backend
 from trnsim.nki.isa import (
     _enum_value,
@@ -14,7 +16,6 @@ from trnsim.nki.isa import (
     op_name,
     reduce_cmd,
     tensor_copy,
-    unsupported,
 )
 from trnsim.nki.tensor import IndirectTensor
 
@@ -240,7 +241,6 @@ def set_rng_seed(src_seeds, name=None, **_):
     """Re-seed this core's generator from a [1,1] tensor (simulate) or a Python int."""
     running = backend.core()
     if running.with_values:
-        import numpy as np
         if hasattr(src_seeds, "array"):
             seed = int(np.asarray(src_seeds.array()).reshape(-1)[0])
         else:
@@ -261,8 +261,51 @@ def core_barrier(data=None, cores=None, engine=engine.gpsimd, name=None, **_):
     return data
 
 
-sequence_bounds = unsupported("sequence_bounds")
-nonzero_with_count = unsupported("nonzero_with_count")
-rand_set_state = unsupported("rand_set_state")
-rand_get_state = unsupported("rand_get_state")
-local_gather = unsupported("local_gather")
+def _whole(value, op: str, argument: str) -> int:
+    """An integer immediate of an instruction; anything else is the kernel's mistake."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise KernelError(f"{argument} must be an integer, not {value!r}", op=f"nisa.{op}",
+                          where=SourceLoc.of_caller())
+    return int(value)
+
+
+def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None, **_):
+    """Gather inside each GpSimd partition group: every partition of a group reads the group's
+    uint16 indices (flattened partition-first; element offsets into its own flattened row),
+    num_elem_per_idx contiguous elements per index, the first num_valid_indices of them."""
+    group = backend.core().spec.gpsimd_group_partitions
+    per_group = index.size // max(1, index.shape[0] // group)
+    valid = per_group
+    if num_valid_indices is not None:
+        valid = _whole(num_valid_indices, "local_gather", "num_valid_indices")
+    params = {"num_elem_per_idx": _whole(num_elem_per_idx, "local_gather", "num_elem_per_idx"),
+              "num_valid_indices": valid,
+              "group_partitions": group}
+    return _issue(Opcode.LOCAL_GATHER, dst, [src_buffer, index], params, None, name)
+
+
+def sequence_bounds(dst, segment_ids, name=None, **_):
+    """dst[0, 0, i] / dst[0, 1, i]: start and end (exclusive) of the run of equal ids holding i;
+    padding (id 0) gets n and -1. segment_ids is [1, n]; dst is [1, 2, n]."""
+    return _issue(Opcode.SEQUENCE_BOUNDS, dst, [segment_ids], {}, None, name)
+
+
+def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None, **_):
+    """On partitions 0, 16, 32, ... (one per GpSimd core): positions of the nonzero elements plus
+    index_offset, then padding_val, then the count in the extra last element (trn2+)."""
+    group = backend.core().spec.gpsimd_group_partitions
+    params = {"index_offset": _whole(index_offset, "nonzero_with_count", "index_offset"),
+              "padding_val": _whole(padding_val, "nonzero_with_count", "padding_val"),
+              "group_partitions": group}
+    return _issue(Opcode.NONZERO_WITH_COUNT, dst, [src], params, None, name)
+
+
+def rand_set_state(src_seeds, engine=engine.gpsimd, name=None, **_):
+    """Load the engine's PRNG state words ([P, words] uint32, one row per lane) (trn2+)."""
+    backend.issue(Opcode.RAND_SET_STATE, (), (src_seeds,), {}, engine, name or "")
+
+
+def rand_get_state(dst, engine=engine.gpsimd, name=None, **_):
+    """Store the engine's PRNG state words; loading them back with rand_set_state replays the
+    random numbers drawn since (trn2+)."""
+    return _issue(Opcode.RAND_GET_STATE, dst, [], {}, engine, name)
