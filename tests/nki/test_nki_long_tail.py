@@ -241,3 +241,53 @@ def test_rand_state_checks(target, engine, shape, dtype, error, match):
         nisa.rand_get_state(dst=state, engine=getattr(nisa.engine, engine))
     with pytest.raises(error, match=match):
         nki.simulate(kernel, target=target)()
+
+
+# --- NkiTensor.vector_select ---------------------------------------------------------------------
+def test_vector_select_gathers_and_scatters_rows_of_an_hbm_tensor():
+    table = RNG.random((64, 16, 8)).astype(np.float32)
+    rows = RNG.permutation(64)[:32].astype(np.int32).reshape(32, 1)
+
+    def kernel(t, idx):
+        offsets = on_chip(idx)
+        picked = t.vector_select(0, offsets)
+        assert picked.is_indirect() and picked.shape == (32, 16, 8) and not t.is_indirect()
+        tile = nl.ndarray((32, 16, 8), dtype=t.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=picked)
+        doubled = nl.ndarray((32, 16, 8), dtype=t.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=doubled, data=tile, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=t.vector_select(0, offsets), src=doubled)
+        return to_hbm(tile)
+    updated = table.copy()
+    gathered = np.asarray(nki.simulate(kernel, target="trn2")(updated, rows))
+    np.testing.assert_array_equal(gathered, table[rows[:, 0]])
+    expected = table.copy()
+    expected[rows[:, 0]] *= 2
+    np.testing.assert_array_equal(updated, expected)
+
+
+@pytest.mark.parametrize("case,match", [
+    ("dim1", "only dim 0"), ("sbuf", "HBM tensors"), ("float_index", "integer tile"), ("twice", "already"),
+])
+def test_vector_select_refuses_misuse(case, match):
+    def kernel(t, idx, float_idx):
+        offsets = on_chip(idx)
+        if case == "dim1":
+            t.vector_select(1, offsets)
+        elif case == "sbuf":
+            on_chip(t).vector_select(0, offsets)
+        elif case == "float_index":
+            t.vector_select(0, on_chip(float_idx))
+        else:
+            t.vector_select(0, offsets).vector_select(0, offsets)
+    with pytest.raises(ShapeError, match=match):
+        nki.simulate(kernel, target="trn2")(np.zeros((8, 4), np.float32), np.zeros((4, 1), np.int32),
+                                            np.zeros((4, 1), np.float32))
+
+
+def test_vector_select_out_of_range_row_is_a_hazard():
+    def kernel(t, idx):
+        tile = nl.ndarray((2, 4), dtype=t.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=t.vector_select(0, on_chip(idx)))
+    with pytest.raises(HazardError, match="indirect DMA"):
+        nki.simulate(kernel, target="trn2")(np.zeros((8, 4), np.float32), np.array([[1], [8]], np.int32))

@@ -261,8 +261,21 @@ class NkiTensor(View):
     def get_pattern(self) -> list[list[int]]:
         return [[s, c] for s, c in zip(self.strides, self.shape, strict=True)]
 
-    def vector_select(self, *args, **kwargs):
-        raise UnsupportedError("NkiTensor.vector_select is not emulated yet", what="NkiTensor.vector_select")
+    def vector_select(self, dim: int, vector_offset) -> IndirectTensor:
+        """Per-partition DMA gather/scatter on an HBM tensor: row p of the view is row
+        vector_offset[p] of dim 0 (an indirect view, bounds checked when the DMA runs)."""
+        where = f"vector_select on {self.name!r}"
+        if dim != 0:
+            raise ShapeError(f"{where}: dim={dim}; only dim 0 can be selected per partition")
+        if self.storage.memory is not Memory.HBM:
+            raise ShapeError(f"{where}: the tensor is in {self.storage.memory.value.upper()}; vector_select "
+                             f"works on HBM tensors", hint="use nisa.nc_n_gather or local_gather on chip")
+        if not isinstance(vector_offset, NkiTensor) or vector_offset.storage.memory is Memory.HBM or \
+                vector_offset.size != vector_offset.shape[0] or vector_offset.element.numpy.kind not in "iu":
+            raise ShapeError(f"{where}: vector_offset must be an on-chip [partitions, 1] integer tile, not "
+                             f"{vector_offset!r}")
+        return IndirectTensor(self.storage, (vector_offset.shape[0],) + self.shape[1:], self.strides,
+                              self.offset, self.element, vector_offset, 0)
 
     def indirect(self, *args, **kwargs):
         raise UnsupportedError("NkiTensor.indirect (tensor indirection) is not emulated yet",
@@ -284,6 +297,12 @@ class IndirectTensor(NkiTensor):
 
     def _derive(self, *args, **kwargs):
         raise ShapeError("an indirect access pattern cannot be viewed further", hint="index the tensor first")
+
+    def is_indirect(self) -> bool:
+        return True
+
+    def vector_select(self, dim: int, vector_offset):
+        raise ShapeError(f"{self.name!r} is already an indirect view; only one dynamic select per tensor")
 
 
 def _groups(side: str) -> list[list[str]]:
