@@ -70,7 +70,7 @@ def _nearest_by_astype(flat: np.ndarray, fmt: FloatFormat) -> np.ndarray:
         with np.errstate(over="ignore", invalid="ignore"):
             np.copyto(out[start:start + _SPAN], flat[start:start + _SPAN], casting="unsafe")
 
-    _in_spans(flat.size, run_span)
+    _in_spans(flat.size, run_span, _idle_cores())
     return out
 
 
@@ -137,23 +137,31 @@ def stochastic(x32: np.ndarray, fmt: FloatFormat, rng: np.random.Generator, satu
         stop = min(start + _SPAN, flat.size)
         _stochastic_span(flat[start:stop], out[start:stop], fmt, table, span_rng, saturate)
 
-    _in_spans(flat.size, run_span)
+    _in_spans(flat.size, run_span, os.cpu_count() or 1)  # compute-bound: a shared core still helps
     return _finish(out, fmt, x32.shape)
 
 
 _SPAN = 1 << 20  # elements per span: a thread's unit of work, independently seeded for SR
 
 
-def _in_spans(size: int, run_span) -> None:
-    """Call run_span(start) for every span; on threads when there is more than one (numpy
-    releases the GIL inside its loops, so spans run in parallel)."""
+def _in_spans(size: int, run_span, cores: int) -> None:
+    """Call run_span(start) for every span, on up to `cores` threads (numpy releases the GIL
+    inside its loops). Results never depend on the thread count."""
     starts = range(0, size, _SPAN)
-    if len(starts) <= 1:
+    workers = min(len(starts), cores)
+    if workers <= 1:
         for start in starts:
             run_span(start)
         return
-    with ThreadPoolExecutor(max_workers=min(len(starts), os.cpu_count() or 1)) as pool:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         list(pool.map(run_span, starts))
+
+
+def _idle_cores() -> int:
+    """Cores not busy with other work: memory-bound casts gain nothing from a busy core."""
+    cores = os.cpu_count() or 1
+    others = os.getloadavg()[0] - 1 if hasattr(os, "getloadavg") else 0.0  # minus this process
+    return max(1, min(cores, round(cores - max(others, 0.0))))
 
 
 def _stochastic_span(flat, out, fmt: FloatFormat, table, rng: np.random.Generator, saturate: bool) -> None:
