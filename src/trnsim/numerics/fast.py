@@ -135,7 +135,9 @@ def stochastic(x32: np.ndarray, fmt: FloatFormat, rng: np.random.Generator, satu
     def run_span(start: int) -> None:
         span_rng = np.random.Generator(np.random.SFC64([key, start // _SPAN]))
         stop = min(start + _SPAN, flat.size)
-        _stochastic_span(flat[start:stop], out[start:stop], fmt, table, span_rng, saturate)
+        # bf16/tf32 need the generic engine only for NaNs; one max() per span finds them
+        fix = table is not None or bool(np.isnan(flat[start:stop].max()))
+        _stochastic_span(flat[start:stop], out[start:stop], fmt, table, span_rng, saturate, fix)
 
     _in_spans(flat.size, run_span, os.cpu_count() or 1)  # compute-bound: a shared core still helps
     return _finish(out, fmt, x32.shape)
@@ -164,7 +166,8 @@ def _idle_cores() -> int:
     return max(1, min(cores, round(cores - max(others, 0.0))))
 
 
-def _stochastic_span(flat, out, fmt: FloatFormat, table, rng: np.random.Generator, saturate: bool) -> None:
+def _stochastic_span(flat, out, fmt: FloatFormat, table, rng: np.random.Generator, saturate: bool,
+                     fix: bool) -> None:
     bits = flat.view(np.uint32)
     shift = 23 - fmt.mantissa_bits
     low = np.uint32((1 << shift) - 1)
@@ -184,7 +187,8 @@ def _stochastic_span(flat, out, fmt: FloatFormat, table, rng: np.random.Generato
         else:
             np.right_shift(y, shift, out=y)
             np.take(table, y, out=dest)
-        _fix_special(flat[start:start + b.size], b, dest, fmt, rng, saturate)
+        if fix:
+            _fix_special(flat[start:start + b.size], b, dest, fmt, rng, saturate)
 
 
 def _store_truncated(y: np.ndarray, low: np.uint32, dest: np.ndarray, fmt: FloatFormat) -> None:
