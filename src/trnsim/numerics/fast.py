@@ -14,6 +14,7 @@ Work is done in cache-sized chunks with preallocated buffers.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -163,7 +164,7 @@ def _idle_cores() -> int:
     """Cores not busy with other work: memory-bound casts gain nothing from a busy core."""
     cores = os.cpu_count() or 1
     others = os.getloadavg()[0] - 1 if hasattr(os, "getloadavg") else 0.0  # minus this process
-    return max(1, min(cores, round(cores - max(others, 0.0))))
+    return max(1, min(cores, math.ceil(cores - max(others, 0.0))))
 
 
 def _stochastic_span(flat, out, fmt: FloatFormat, table, rng: np.random.Generator, saturate: bool,
