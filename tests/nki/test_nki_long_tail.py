@@ -291,3 +291,84 @@ def test_vector_select_out_of_range_row_is_a_hazard():
         nisa.dma_copy(dst=tile, src=t.vector_select(0, on_chip(idx)))
     with pytest.raises(HazardError, match="indirect DMA"):
         nki.simulate(kernel, target="trn2")(np.zeros((8, 4), np.float32), np.array([[1], [8]], np.int32))
+
+
+# --- NkiTensor.indirect (trn3 tensor indirection) ----------------------------------------------
+TI_GROUP = hardware.core("trn3").engines["vector"].indirection_group_partitions
+
+
+def ti_offsets(index, count, group):
+    """Loop form of the snake layout: group g's offset i is index[g*group + i % group, i // group]."""
+    rows = index.shape[0]
+    group = min(group, rows)
+    return np.array([[index[(p // group) * group + i % group, i // group] for i in range(count)]
+                     for p in range(rows)])
+
+
+def test_indirect_gathers_columns_per_partition_group():
+    data = RNG.random((32, 40)).astype(np.float32)
+    index = RNG.integers(0, 40, (32, 3)).astype(np.int32)
+
+    def kernel(d, i):
+        tile, offsets = on_chip(d), on_chip(i)
+        view = tile.indirect(offsets, 48)
+        assert view.shape == (32, 48) and view.is_indirect()
+        copied = nl.ndarray((32, 48), dtype=d.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=copied, src=view, engine=nisa.vector_engine)
+        activated = nl.ndarray((32, 48), dtype=d.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=activated, op=nl.exp, data=view)
+        return to_hbm(copied), to_hbm(activated)
+    copied, activated = (np.asarray(a) for a in nki.simulate(kernel, target="trn3")(data, index))
+    columns = ti_offsets(index, 48, TI_GROUP)
+    expected = np.take_along_axis(data, columns, axis=1)
+    np.testing.assert_array_equal(copied, expected)
+    np.testing.assert_allclose(activated, np.exp(expected), rtol=1e-6)
+
+
+def test_indirect_scatters_and_single_group_uses_whole_index():
+    data = RNG.random((16, 24)).astype(np.float32)
+    index = RNG.permutation(24)[:16].reshape(16, 1).astype(np.uint32)
+
+    def kernel(d, i):
+        tile = on_chip(d)
+        target = tile.indirect(on_chip(i))  # one group: num_elem defaults to index.size
+        nisa.memset(dst=target, value=-5.0, engine=nisa.gpsimd_engine)
+        return to_hbm(tile)
+    updated = np.asarray(nki.simulate(kernel, target="trn3")(data, index))
+    expected = data.copy()
+    expected[:, index[:, 0]] = -5.0
+    np.testing.assert_array_equal(updated, expected)
+
+
+def test_indirect_trace_counts_the_gathered_elements():
+    def kernel(d, i):
+        out = nl.ndarray((32, 20), dtype=d.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=out, src=on_chip(d).indirect(on_chip(i), 20), engine=nisa.vector_engine)
+    trace = nki.trace(kernel, np.zeros((32, 40), np.float32), np.zeros((32, 2), np.int32), target="trn3")
+    copy = trace[-1]
+    assert copy.inputs[0].elements_per_partition == 20 and copy.inputs[0].partition_count == 32
+
+
+@pytest.mark.parametrize("case,error,match", [
+    ("trn2", UnsupportedError, "NeuronCore-v4"),
+    ("matmul", UnsupportedError, "nc_matmul are not emulated"),
+    ("too_many", ShapeError, "each group holds 48"),
+    ("outside", HazardError, "outside the 40 elements"),
+    ("hbm", ShapeError, "SBUF tile"),
+])
+def test_indirect_refuses_misuse(case, error, match):
+    index = np.full((32, 3), 41 if case == "outside" else 1, np.int32)
+
+    def kernel(d, i):
+        if case == "hbm":
+            d.indirect(on_chip(i), 4)
+        count = 49 if case == "too_many" else 32
+        view = on_chip(d).indirect(on_chip(i), count)
+        out = nl.ndarray((32, count), dtype=d.dtype, buffer=nl.psum if case == "matmul" else nl.sbuf)
+        if case == "matmul":
+            nisa.nc_matmul(dst=out, stationary=view, moving=view)
+        else:
+            nisa.tensor_copy(dst=out, src=view)
+    with pytest.raises(error, match=match):
+        target = "trn2" if case == "trn2" else "trn3"
+        nki.simulate(kernel, target=target)(np.ones((32, 40), np.float32), index)

@@ -99,18 +99,16 @@ class Operands:
     def write(self, index: int, values, rounding: str | None = None) -> None:
         """Cast `values` to output `index`'s dtype and store them (broadcast to its shape)."""
         view = self.outputs[index]
-        target = view.array()
         stored = to_storage(values, view.element, rounding)
-        if stored.shape != target.shape:
-            stored = np.broadcast_to(stored.reshape(_broadcastable(stored.shape, target.shape)),
-                                     target.shape)
-        target[...] = stored
+        if stored.shape != view.shape:
+            stored = np.broadcast_to(stored.reshape(_broadcastable(stored.shape, view.shape)), view.shape)
+        view.assign(stored)
         mark_written(view)
 
     def write_raw(self, index: int, values: np.ndarray) -> None:
         """Store bits unchanged (same-dtype copies)."""
         view = self.outputs[index]
-        view.array()[...] = values.reshape(view.shape) if values.size == _size(view) else values
+        view.assign(values.reshape(view.shape) if values.size == _size(view) else values)
         mark_written(view)
 
 
@@ -127,8 +125,7 @@ def _broadcastable(shape: tuple[int, ...], target: tuple[int, ...]) -> tuple[int
 
 def mark_written(view: View) -> None:
     view.storage.shadow = None
-    if view.storage.written is not None:
-        view.written_mask()[...] = True
+    view.mark_written()
     if view.storage.memory is Memory.PSUM and view.storage.accum is not None:
         _accum_mask(view)[...] = False
 

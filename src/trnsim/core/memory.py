@@ -13,6 +13,7 @@ reads of uninitialised data show up; with `config.override(strict=True)` such re
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import weakref
 from dataclasses import dataclass
@@ -214,6 +215,14 @@ class View:
         return np.ndarray(self.shape, np.bool_, self.storage.written, self.offset,
                           tuple(self.strides))
 
+    def assign(self, values: np.ndarray) -> None:
+        """Store values (already in this view's dtype and shape, or broadcastable)."""
+        self.array()[...] = values
+
+    def mark_written(self) -> None:
+        if self.storage.written is not None:
+            self.written_mask()[...] = True
+
     def row_elements(self) -> int:
         return int(self.storage.row_bytes // self.element.numpy.itemsize)
 
@@ -230,6 +239,53 @@ class View:
         count = self.shape[0] if self.shape else 1
         return Region(buffer.memory, buffer.id, buffer.name, buffer.address_bytes, start, count,
                       pairs[1:], free_offset, self.element.name, self.element.item_bytes)
+
+
+class GatherView(View):
+    """Columns picked by index (trn3 tensor indirection): element [p, i] is element `columns[p, i]`
+    of partition p's contiguous row of `reach` elements. Reads copy; writes go through `assign`.
+    `columns` is None when only tracing; the region then covers the whole row."""
+
+    __slots__ = ("columns", "reach")
+
+    def __init__(self, storage: Buffer, shape: tuple[int, int], partition_stride: int, offset: int,
+                 element: DType, columns: np.ndarray | None, reach: int):
+        super().__init__(storage, shape, (partition_stride, 1), offset, element)
+        self.columns = columns
+        self.reach = reach
+
+    def _rows(self, data: np.ndarray, dtype: np.dtype) -> np.ndarray:
+        size = np.dtype(dtype).itemsize
+        return np.ndarray((self.shape[0], self.reach), dtype, data, self.offset * size,
+                          (self.strides[0] * size, size))
+
+    def _picked(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.arange(self.shape[0])[:, None], self.columns
+
+    def array(self) -> np.ndarray:
+        if self.storage.data is None:
+            return super().array()  # raises: this run keeps no values
+        return self._rows(self.storage.data, self.element.numpy)[self._picked()]
+
+    def written_mask(self) -> np.ndarray:
+        return self._rows(self.storage.written, np.bool_)[self._picked()]
+
+    def assign(self, values: np.ndarray) -> None:
+        self._rows(self.storage.data, self.element.numpy)[self._picked()] = values
+
+    def mark_written(self) -> None:
+        if self.storage.written is not None:
+            self._rows(self.storage.written, np.bool_)[self._picked()] = True
+
+    def region(self) -> Region:
+        """The row span the columns fall in, as `count` steps (so per-partition sizes stay right)."""
+        row = View(self.storage, (self.shape[0], self.reach), self.strides, self.offset,
+                   self.element).region()
+        count = self.shape[1]
+        low, high = (0, self.reach - 1) if self.columns is None else (int(self.columns.min()),
+                                                                       int(self.columns.max()))
+        step = max(1, -(-(high - low) // (count - 1))) if count > 1 else 1
+        return dataclasses.replace(row, pattern=((step, count),), offset=row.offset + low)
 
 
 class MemorySystem:

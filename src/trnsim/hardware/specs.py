@@ -141,6 +141,7 @@ class EngineSpec(_Spec):
     elements_per_cycle: Mapping[str, int] = facts("count", keys=WIDTH_CLASSES)
     peak_flops: Mapping[str, float] = facts("flops", keys=DTYPE_CLASSES, optional=True)
     rng_state_words: int = fact("count", optional=True)
+    indirection_group_partitions: int = fact("count", optional=True)
     sources: Mapping[str, Sourced] = plain("sources")
 
     def width(self, dtype_class: str) -> int:

@@ -10,12 +10,12 @@ import contextvars
 
 import numpy as np
 
-from trnsim.core.isa import Engine, Memory, Opcode
+from trnsim.core.isa import ELEMENTWISE, SPECS, Engine, Memory, Opcode
 from trnsim.core.machine import NeuronCore, kernel_line
-from trnsim.core.memory import contiguous_strides
-from trnsim.errors import KernelError, SourceLoc
+from trnsim.core.memory import GatherView, contiguous_strides
+from trnsim.errors import KernelError, SourceLoc, UnsupportedError
 from trnsim.nki import dtypes
-from trnsim.nki.tensor import NkiTensor
+from trnsim.nki.tensor import IndirectColumns, NkiTensor
 
 _active: contextvars.ContextVar[NeuronCore | None] = contextvars.ContextVar("trnsim_nki_core", default=None)
 
@@ -70,10 +70,37 @@ def _shared(running: NeuronCore, shape, element, name, values):
 
 def issue(opcode: Opcode, dst, srcs=(), params=None, engine=None, name: str = ""):
     """Record one instruction with output views `dst` and input views `srcs`."""
-    outputs = tuple(d for d in (dst if isinstance(dst, tuple) else (dst,)) if d is not None)
-    inputs = tuple(s for s in srcs if s is not None)
+    running = core()
     chosen = _engine(engine)
-    return core().issue(opcode, outputs, inputs, params or {}, chosen, name or "")
+    outputs = tuple(_bind(d, opcode, chosen, running) for d in (dst if isinstance(dst, tuple) else (dst,))
+                    if d is not None)
+    inputs = tuple(_bind(s, opcode, chosen, running) for s in srcs if s is not None)
+    return running.issue(opcode, outputs, inputs, params or {}, chosen, name or "")
+
+
+_INDIRECTION_OPCODES = ELEMENTWISE | frozenset({
+    Opcode.TENSOR_REDUCE, Opcode.TENSOR_SCALAR_REDUCE, Opcode.ACTIVATION_REDUCE, Opcode.TENSOR_TENSOR_SCAN,
+    Opcode.MEMSET, Opcode.IOTA})
+"""Instructions whose execution reads and writes operands only through `Operands` (GatherView-safe)."""
+
+
+def _bind(view, opcode: Opcode, engine: Engine | None, running: NeuronCore):
+    """A `NkiTensor.indirect` operand becomes a GatherView with the running engine's offsets."""
+    if not isinstance(view, IndirectColumns):
+        return view
+    spec, engine = running.spec, engine or SPECS[opcode].engines[0]
+    chosen = spec.engines.get(engine.value) if spec.engines else None
+    group = chosen.indirection_group_partitions if chosen is not None else None
+    if group is None:
+        raise UnsupportedError(f"NkiTensor.indirect operands on the {engine.value} engine need tensor "
+                               f"indirection, which {spec.name} does not have (NeuronCore-v4 / trn3 does)",
+                               what="NkiTensor.indirect", target=spec.name)
+    if opcode not in _INDIRECTION_OPCODES:
+        raise UnsupportedError(f"NkiTensor.indirect operands of nisa.{opcode.value} are not emulated",
+                               what="NkiTensor.indirect", hint="see docs/nki.md")
+    columns = view.columns(group, running.with_values)
+    return GatherView(view.storage, view.shape, view.strides[0], view.offset, view.element, columns,
+                      view.reach)
 
 
 def _engine(engine) -> Engine | None:

@@ -14,7 +14,7 @@ import numpy as np
 
 from trnsim.core.isa import Memory
 from trnsim.core.memory import View, contiguous_strides
-from trnsim.errors import HazardError, ShapeError, UnsupportedError
+from trnsim.errors import HazardError, ShapeError, SourceLoc
 from trnsim.nki import dtypes
 
 
@@ -277,9 +277,24 @@ class NkiTensor(View):
         return IndirectTensor(self.storage, (vector_offset.shape[0],) + self.shape[1:], self.strides,
                               self.offset, self.element, vector_offset, 0)
 
-    def indirect(self, *args, **kwargs):
-        raise UnsupportedError("NkiTensor.indirect (tensor indirection) is not emulated yet",
-                               what="NkiTensor.indirect")
+    def indirect(self, index, num_elem: int | None = None) -> IndirectColumns:
+        """trn3 tensor indirection on an SBUF tile: column i of the [P, num_elem] view is row element
+        offset_i of each partition, the offsets read from `index` when the instruction is issued
+        (their layout depends on the engine; see `IndirectColumns`)."""
+        where = f"indirect on {self.name!r}"
+        if self.storage.memory is not Memory.SBUF or self.strides[1:] != contiguous_strides(self.shape[1:]):
+            raise ShapeError(f"{where}: tensor indirection reads an SBUF tile whose partitions hold "
+                             f"contiguous rows; this one is {self.storage.memory.value.upper()} "
+                             f"{self.get_pattern()}")
+        if not isinstance(index, NkiTensor) or index.storage.memory is not Memory.SBUF or \
+                index.shape[0] != self.shape[0] or index.element.numpy.kind not in "iu":
+            raise ShapeError(f"{where}: index must be an integer SBUF tile with {self.shape[0]} partitions, "
+                             f"not {index!r}")
+        count = index.size if num_elem is None else int(num_elem)
+        if count <= 0:
+            raise ShapeError(f"{where}: num_elem={num_elem} must be positive")
+        return IndirectColumns(self.storage, (self.shape[0], count), (self.strides[0], 1), self.offset,
+                               self.element, index, prod(self.shape[1:]))
 
     reinterpret_cast = view
 
@@ -303,6 +318,46 @@ class IndirectTensor(NkiTensor):
 
     def vector_select(self, dim: int, vector_offset):
         raise ShapeError(f"{self.name!r} is already an indirect view; only one dynamic select per tensor")
+
+
+class IndirectColumns(NkiTensor):
+    """A `NkiTensor.indirect` view. At issue time the engine's partition-group size G (from
+    trnsim.hardware) fixes the offsets: partition group g (partitions gG..gG+G-1, or all of them
+    when fewer) reads offset i from `index[gG + i % G, i // G]`."""
+
+    __slots__ = ("index", "reach")
+
+    def __init__(self, storage, shape, strides, offset, element, index, reach: int):
+        super().__init__(storage, shape, strides, offset, element)
+        self.index = index
+        self.reach = reach
+
+    def _derive(self, *args, **kwargs):
+        raise ShapeError("an indirect (tensor indirection) view cannot be viewed further")
+
+    def is_indirect(self) -> bool:
+        return True
+
+    def columns(self, group: int, read: bool) -> np.ndarray | None:
+        """[P, num_elem] row offsets for an engine whose partition groups have `group` partitions
+        (None when `read` is False: tracing keeps no index values)."""
+        rows, count = self.shape
+        group = min(group, rows)
+        held = self.index.size // max(1, rows // group)
+        if rows % group or count > held:
+            raise ShapeError(f"indirect view of {self.name!r}: {count} offsets from a "
+                             f"{list(self.index.shape)} index in groups of {group} partitions (each group "
+                             f"holds {held})",
+                             where=SourceLoc.of_caller())
+        if not read:
+            return None
+        index = np.asarray(self.index.array()).reshape(rows, -1).astype(np.int64)
+        step = np.arange(count)
+        per_group = index[np.arange(0, rows, group)[:, None] + step % group, step // group]
+        if per_group.min() < 0 or per_group.max() >= self.reach:
+            raise HazardError(f"indirect view of {self.name!r}: offset {int(per_group.max())} is outside the "
+                              f"{self.reach} elements of a partition row", where=SourceLoc.of_caller())
+        return np.repeat(per_group, group, axis=0)
 
 
 def _groups(side: str) -> list[list[str]]:
