@@ -110,6 +110,9 @@ def check_index(device) -> None:
 def _factory(op):
     """A PrivateUse1 kernel for a factory: build the values on CPU, hand them to a NeuronTensor."""
 
+    # The emulator's own Python runs eagerly: Dynamo must not trace into it when a compiled
+    # function calls a factory after a graph break (it would trace NeuronTensor.__new__).
+    @torch.compiler.disable
     def kernel(*args, **kwargs):
         if kwargs.get("device") is not None:
             check_index(kwargs["device"])
