@@ -57,3 +57,15 @@ def test_kernel_time_is_charged_to_the_profile_and_retimed(target):
     seconds = schedule.latency_s(add_rows.last_trace, target)
     assert prof.report(target).per_op["nki.add_rows"].device_s == pytest.approx(seconds)
     assert seconds > 0
+
+
+def test_calling_a_kernel_directly_on_neuron_tensors_gives_neuron_tensors():
+    """`kernel(x)` and `nki.simulate(kernel)(x)` work as nki_call does, with no wrapper."""
+    a, b = torch.randn(64, 32), torch.randn(64, 32)
+    for run in (add_rows, nki.simulate(add_rows, target="trn2")):
+        out = run(a.to("neuron"), b.to("neuron"))
+        assert isinstance(out, trnsim.torch.NeuronTensor)
+        assert torch.equal(out.cpu(), a + b)
+    written = a.to("neuron")
+    double_in_place(written)
+    assert written.device.type == "neuron" and torch.equal(written.cpu(), a * 2)

@@ -1,6 +1,7 @@
 """Kernel arguments in and results out: numpy, torch and JAX arrays to HBM tensors and back.
 
-Results come back as the kind the caller passed (torch in, torch out). Inputs the kernel wrote
+Results come back as the kind the caller passed (torch in, torch out; tensors on the "neuron"
+device come back on it). Inputs the kernel wrote
 are updated in place, as the official simulator does. torch and JAX are imported only when the
 caller passes their arrays.
 """
@@ -21,8 +22,8 @@ _TORCH_BITS = {"bfloat16": "int16", "float8_e4m3fn": "uint8", "float8_e5m2": "ui
 
 def _kind(value) -> str | None:
     module = type(value).__module__
-    if module.startswith("torch") and hasattr(value, "detach"):
-        return "torch"
+    if module.startswith(("torch", "trnsim.torch")) and hasattr(value, "detach"):
+        return "neuron" if value.device.type == "neuron" else "torch"
     if module.startswith(("jax", "jaxlib")) and hasattr(value, "shape"):
         return "jax"
     if isinstance(value, np.ndarray):
@@ -33,7 +34,7 @@ def _kind(value) -> str | None:
 
 
 def _to_numpy(value, kind: str) -> np.ndarray:
-    if kind == "torch":
+    if kind in ("torch", "neuron"):
         import torch
         tensor = value.detach().cpu().contiguous()
         name = str(tensor.dtype).rsplit(".", 1)[-1]
@@ -77,7 +78,7 @@ def write_back(args, hbm_args, trace: Trace, with_values: bool) -> None:
             kind = _kind(original)
             if kind == "numpy" and original.flags.writeable:
                 original[...] = values
-            elif kind == "torch":
+            elif kind in ("torch", "neuron"):
                 original.copy_(_to_torch(values))
 
 
@@ -98,6 +99,8 @@ def from_hbm(result, kind: str):
         values = np.array(result.array())
         if kind == "torch":
             return _to_torch(values)
+        if kind == "neuron":  # tensors on trnsim's torch device come back on it
+            return _to_torch(values).to("neuron")
         if kind == "jax":
             import jax.numpy as jnp
             return jnp.asarray(values)
