@@ -180,3 +180,14 @@ def test_assigning_data_replaces_the_values_not_only_the_shape():
     assert param.detach().cpu().tolist() == [0.0, 0.0]
     with pytest.raises(RuntimeError, match="incompatible"):
         param.data = torch.ones(2)
+
+
+def test_repr_of_a_tensor_traced_by_torch_compile_shows_no_values():
+    """torch.compile's structured logs repr tensors whose buffer is fake: that must not fail."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        fake = torch.empty(3, 4)
+    text = repr(trnsim.torch.NeuronTensor(fake))
+    assert "shape=(3, 4)" in text and "FakeTensor" in text
+    assert "1.5000" in repr(torch.full((2,), 1.5, device="neuron"))

@@ -62,7 +62,13 @@ class NeuronTensor(torch.Tensor):
         return NeuronTensor(inner_tensors["_elem"])
 
     def __repr__(self, *, tensor_contents=None):
-        contents = torch._tensor_str._tensor_str(self._elem.detach(), len("NeuronTensor("))
+        elem = self._elem
+        if isinstance(elem, torch._subclasses.FakeTensor) or elem.is_meta:
+            # While torch.compile traces, the buffer is a fake tensor: there are no values to show
+            # (formatting would run data-dependent ops such as masked_select on it).
+            return (f"NeuronTensor(shape={tuple(self.shape)}, dtype={self.dtype}, "
+                    f"buffer={type(elem).__name__})")
+        contents = torch._tensor_str._tensor_str(elem.detach(), len("NeuronTensor("))
         return torch._tensor_str._str(self, tensor_contents=contents)
 
     def __format__(self, spec):
