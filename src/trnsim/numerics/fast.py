@@ -24,7 +24,7 @@ import numpy as np
 from trnsim.numerics.engine import decode, encode
 from trnsim.numerics.formats import FloatFormat
 
-_CHUNK = 1 << 16
+_CHUNK = 1 << 18
 _MAG = np.uint32(0x7FFFFFFF)
 _ASTYPE_EXACT = frozenset({"bfloat16", "float16"})
 
