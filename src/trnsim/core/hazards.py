@@ -55,72 +55,80 @@ def covers(x: Box, y: Box) -> bool:
     return x[6] == y[6] and x[2] <= y[2] and y[3] <= x[3] and x[4] <= y[4] and y[5] <= x[5]
 
 
-def _touch(item: list, end_s: float, index: int, keep_later: bool) -> None:
-    """A new use of an entry's box: a write replaces the last one, a read keeps the later."""
-    if not keep_later or end_s > item[2]:
-        item[2], item[3] = end_s, index
-
-
 class _Boxes:
     """Boxes of one allocation with the instruction that last used each: sorted by first byte.
 
-    Most allocations are used as one whole box: until a second box appears, `items` holds one
-    entry and there is no index; `exact` (box -> entry) is built when a second box arrives.
+    Most allocations are used as one whole box: until a second box appears, `items` holds at
+    most one entry and there is no index. Once a second box arrives, `exact` (box -> entry),
+    `starts` (first bytes, for bisection) and `longest` (the widest box) are kept as well.
+    A trace makes two of these per allocation, so the single-box state allocates nothing more.
     """
 
     __slots__ = ("starts", "items", "exact", "longest")
 
     def __init__(self):
-        self.starts: list[int] = []
         self.items: list[list] = []  # [first byte, box, end_s, instruction]
         self.exact: dict[Box, list] | None = None
-        self.longest = 0
 
-    def meeting(self, box: Box) -> list[list]:
-        """The entries whose boxes overlap `box`."""
+    def latest(self, box: Box, ready_s: float, blocker: int) -> tuple[float, int]:
+        """(end, instruction) of the last entry overlapping `box` that ends after `ready_s`;
+        else (ready_s, blocker) unchanged. The end is compared first: it is the cheaper test."""
         items = self.items
         if len(items) == 1:
-            return items if overlaps(items[0][1], box) else []
+            item = items[0]
+            if item[2] > ready_s and overlaps(item[1], box):
+                return item[2], item[3]
+            return ready_s, blocker
         stop = bisect_right(self.starts, box[1])
         start = bisect_left(self.starts, box[0] - self.longest, 0, stop)
-        return [item for item in items[start:stop] if overlaps(item[1], box)]
+        for item in items[start:stop]:
+            if item[2] > ready_s and overlaps(item[1], box):
+                ready_s, blocker = item[2], item[3]
+        return ready_s, blocker
 
     def add(self, box: Box, end_s: float, index: int, keep_later: bool) -> None:
         """Record a use of `box`; a read keeps the later end of two reads of the same box."""
         items = self.items
         if not items:
-            self.items, self.starts = [[box[0], box, end_s, index]], [box[0]]
-            self.longest = max(self.longest, box[1] - box[0])
+            items.append([box[0], box, end_s, index])
+            if self.exact is not None:  # indexed once, then emptied: bisection needs starts
+                self.starts = [box[0]]
+                self.longest = max(self.longest, box[1] - box[0])
             return
-        if self.exact is None:
-            if items[0][1] == box and len(items) == 1:
-                _touch(items[0], end_s, index, keep_later)
+        exact = self.exact
+        if exact is None:
+            item = items[0]
+            if item[1] == box:
+                if not keep_later or end_s > item[2]:
+                    item[2], item[3] = end_s, index
                 return
-            self.exact = {item[1]: item for item in items}
-        item = self.exact.get(box)
+            exact = self.exact = {item[1]: item}  # a second box: index from now on
+            self.starts, self.longest = [item[0]], item[1][1] - item[0]
+        item = exact.get(box)
         if item is not None:
-            _touch(item, end_s, index, keep_later)
+            if not keep_later or end_s > item[2]:
+                item[2], item[3] = end_s, index
             return
-        item = [box[0], box, end_s, index]
+        item = exact[box] = [box[0], box, end_s, index]
         position = bisect_right(self.starts, box[0])
         self.starts.insert(position, box[0])
         items.insert(position, item)
-        self.exact[box] = item
-        self.longest = max(self.longest, box[1] - box[0])
+        if box[1] - box[0] > self.longest:
+            self.longest = box[1] - box[0]
 
     def drop_covered(self, box: Box) -> None:
         """Forget the boxes a new write covers: waiting on the write implies waiting on them."""
         items = self.items
         if len(items) == 1:
             if covers(box, items[0][1]):
-                self.items, self.starts, self.exact = [], [], None
+                items.clear()
+                self.exact = None
             return
         stop = bisect_right(self.starts, box[1])
         start = bisect_left(self.starts, box[0], 0, stop)
         doomed = [k for k in range(start, stop) if covers(box, items[k][1])]
         for k in reversed(doomed):
-            if self.exact is not None:
-                del self.exact[items[k][1]]
+            del self.exact[items[k][1]]
             del self.starts[k]
             del items[k]
 
@@ -138,26 +146,34 @@ class HazardTracker:
         self.regions: dict[tuple, tuple[Box, int]] = {}
         self.shapes: dict[tuple, int] = {}
 
-    def operands(self, ins) -> tuple[tuple, list[tuple]]:
-        """The operands' shapes (ids that ignore addresses, for cost caching) and accesses.
+    def operands(self, ins) -> tuple[tuple, list[tuple], float, int]:
+        """The operands' shapes (ids that ignore addresses, for cost caching), accesses, and
+        when every operand is safe to use with the instruction that decided it (-1: none).
 
         An access is (writes, reads, box, writing): the two box lists of the operand's
-        allocation (allocation ids are unique within a run) and the box it touches.
+        allocation (allocation ids are unique within a run) and the box it touches. A read waits
+        for earlier writes of its bytes; a write for earlier writes and reads.
         """
         known, tracks = self.regions, self.tracks
-        shapes, found = [len(ins.inputs)], []
+        shapes, found, ready_s, blocker = [len(ins.inputs)], [], 0.0, -1
         # Two plain loops, not one over inputs + outputs: this is the scheduler's hot path.
         for region in ins.inputs:
             box, shape = known.get(_REGION_KEY(region)) or self._learn(region)
             writes, reads = tracks.get(region.buffer) or self._track(region.buffer)
             shapes.append(shape)
             found.append((writes, reads, box, False))
+            if writes.items:
+                ready_s, blocker = writes.latest(box, ready_s, blocker)
         for region in ins.outputs:
             box, shape = known.get(_REGION_KEY(region)) or self._learn(region)
             writes, reads = tracks.get(region.buffer) or self._track(region.buffer)
             shapes.append(shape)
             found.append((writes, reads, box, True))
-        return tuple(shapes), found
+            if writes.items:
+                ready_s, blocker = writes.latest(box, ready_s, blocker)
+            if reads.items:
+                ready_s, blocker = reads.latest(box, ready_s, blocker)
+        return tuple(shapes), found, ready_s, blocker
 
     def _learn(self, region: Region) -> tuple[Box, int]:
         """Box and shape id of an operand seen for the first time."""
@@ -172,26 +188,11 @@ class HazardTracker:
         return track
 
     @staticmethod
-    def ready(accesses: list[tuple]) -> tuple[float, int]:
-        """When every operand is safe to use, and the instruction that decided it (-1: none)."""
-        ready, blocker = 0.0, -1
-        for writes, reads, box, writing in accesses:
-            if writes.items:
-                for item in writes.meeting(box):
-                    if item[2] > ready:
-                        ready, blocker = item[2], item[3]
-            if writing and reads.items:
-                for item in reads.meeting(box):
-                    if item[2] > ready:
-                        ready, blocker = item[2], item[3]
-        return ready, blocker
-
-    @staticmethod
     def record(accesses: list[tuple], end_s: float, index: int) -> None:
         """Remember that instruction `index`, ending at `end_s`, made these accesses."""
         for writes, reads, box, writing in accesses:
             if not writing:
-                reads.add(box, end_s, index, keep_later=True)
+                reads.add(box, end_s, index, True)
                 continue
             if reads.items:
                 reads.drop_covered(box)
@@ -201,4 +202,4 @@ class HazardTracker:
                 continue
             if items:
                 writes.drop_covered(box)
-            writes.add(box, end_s, index, keep_later=False)
+            writes.add(box, end_s, index, False)

@@ -166,10 +166,9 @@ def _schedule(trace: Trace, target: str | CoreSpec | None) -> Timeline:
               for engine in Engine if engine.value in core.engines}
     dma, free, last = Engine.DMA, lanes.free_s, lanes.last
     engine_lanes: dict[tuple[Engine, int], int] = {}
-    operands, wait, record = hazards.operands, hazards.ready, hazards.record
+    operands, record = hazards.operands, hazards.record
     for index, ins in enumerate(trace):
-        shapes, accesses = operands(ins)
-        ready, blocker = wait(accesses)
+        shapes, accesses, ready, blocker = operands(ins)
         key = (ins.opcode, ins.engine, shapes, tuple(ins.params.items()))
         try:
             latency, seconds = costs[key]
