@@ -80,20 +80,31 @@ def lane_name(engine: Engine, core: int, queue: int | None = None) -> str:
 
 
 class _Costs(dict):
-    """Seconds per instruction, computed once per distinct (opcode, engine, shapes, params)."""
+    """Seconds per instruction: (opcode, engine, operand shapes) -> (params, issue latency, busy
+    seconds) of the last instruction of that kind. Runs of one kind usually share parameters,
+    and comparing two parameter maps is cheaper than hashing one; other parameters are costed
+    once per distinct (kind, params) in `by_params`."""
 
     def __init__(self, core: CoreSpec):
         super().__init__()
         self.core = core
+        self.by_params: dict[tuple, tuple[float, float]] = {}
 
-    def compute(self, ins: Instruction, key: tuple) -> tuple[float, float]:
-        """(issue latency, busy seconds) of `ins`."""
-        cost = (issue_latency_s(ins, self.core), float(instruction_seconds(ins, self.core)))
+    def lookup(self, ins: Instruction, kind: tuple) -> tuple:
+        """(params, issue latency, busy seconds) of `ins`, made the latest of its kind."""
+        key = (kind, tuple(ins.params.items()))
         try:
-            self[key] = cost
+            cost = self.by_params.get(key)
         except TypeError:  # a parameter that is not hashable (a list): cost it every time
-            pass
-        return cost
+            return (None, *self.compute(ins))
+        if cost is None:
+            cost = self.by_params[key] = self.compute(ins)
+        latest = self[kind] = (ins.params, *cost)
+        return latest
+
+    def compute(self, ins: Instruction) -> tuple[float, float]:
+        """(issue latency, busy seconds) of `ins`."""
+        return issue_latency_s(ins, self.core), float(instruction_seconds(ins, self.core))
 
 
 class _Lanes:
@@ -169,11 +180,13 @@ def _schedule(trace: Trace, target: str | CoreSpec | None) -> Timeline:
     operands, record = hazards.operands, hazards.record
     for index, ins in enumerate(trace):
         shapes, accesses, ready, blocker = operands(ins)
-        key = (ins.opcode, ins.engine, shapes, tuple(ins.params.items()))
+        kind = (ins.opcode, ins.engine, shapes)
         try:
-            latency, seconds = costs[key]
-        except (KeyError, TypeError):  # a new shape, or a parameter that cannot be hashed
-            latency, seconds = costs.compute(ins, key)
+            params, latency, seconds = costs[kind]
+            if params != ins.params:
+                params, latency, seconds = costs.lookup(ins, kind)
+        except (KeyError, ValueError):  # a new kind, or parameters (arrays) that cannot compare
+            params, latency, seconds = costs.lookup(ins, kind)
         ready += latency  # a DMA's descriptor and semaphore: data moves only after them
         engine = ins.engine
         if engine is dma:
