@@ -198,3 +198,29 @@ def test_retiming_an_instruction_the_older_generation_lacks_is_refused():
     assert schedule(trace, "trn3").latency_s > 0
     with pytest.raises(UnsupportedError, match="nisa.nc_matmul_mx needs NeuronCore-v4"):
         schedule(trace, "trn2")
+
+
+def test_instructions_of_one_kind_with_different_parameters_get_their_own_costs():
+    core = hardware.core("trn1")
+    copies = [_copy(region(SBUF, 512), region(SBUF, 512), Engine.VECTOR) for _ in range(2)]
+    copies += [instr(Opcode.TENSOR_COPY, Engine.VECTOR, [region(SBUF, 512)], [region(SBUF, 512)],
+                     dynamic_offset=flag) for flag in (True, False, True, [1])]  # a list: unhashable
+    timeline = schedule(Trace("trn1", copies), core)
+    expected = [float(instruction_seconds(ins, core)) for ins in copies]
+    assert timeline.duration_s.tolist() == pytest.approx(expected)
+    assert expected[2] != expected[3] and expected[5] == expected[2]
+
+
+def test_a_write_over_several_written_boxes_replaces_them_for_later_readers():
+    left, right = _buffer_regions(buffer=88)
+    whole = region(SBUF, 1024, buffer=88)
+    trace = Trace("trn1", [
+        _copy(left, region(SBUF, 512), Engine.VECTOR),
+        instr(Opcode.ACTIVATION, Engine.SCALAR, [right], [region(SBUF, 512)]),
+        _copy(whole, region(SBUF, 1024), Engine.VECTOR),
+        instr(Opcode.ACTIVATION, Engine.SCALAR, [region(SBUF, 512)], [right]),
+        instr(Opcode.ACTIVATION, Engine.SCALAR, [region(SBUF, 512)], [left])])
+    timeline = schedule(trace, "trn1")
+    assert timeline.start_s[2] >= max(timeline.end_s[0], timeline.end_s[1])
+    assert timeline.waited_on[3] == 2 and timeline.start_s[3] > timeline.end_s[2]
+    assert timeline.waited_on[4] in (2, 3) and timeline.start_s[4] >= timeline.end_s[2]
