@@ -141,15 +141,20 @@ def end_accumulation(view: View) -> None:
 
 
 def accumulate_matmul(io: Operands, product: np.ndarray, mode: bool | None) -> None:
-    """PSUM semantics of nc_matmul: overwrite, add, or (None) overwrite first then add."""
+    """PSUM semantics of nc_matmul: overwrite, add, or (None) overwrite first then add.
+
+    When every element of the region already holds a matmul sum (the K loop after its first
+    step), its written and accumulate flags are all set, so they are left alone (hot path)."""
     view = io.out(0)
-    if mode is True and view.storage.written is not None and not view.written_mask().all():
+    flags = _accum_mask(view) if view.storage.accum is not None else None
+    settled = flags is not None and bool(flags.all())  # accumulate flags imply written ones
+    if (mode is True and not settled and view.storage.written is not None
+            and not view.written_mask().all()):
         warnings.warn(f"{io.ins.where}: nisa.nc_matmul: accumulate=True onto PSUM that was never "
                       f"written ({view.storage.name}); the hardware result is undefined",
                       KernelWarning, stacklevel=2)
     target = view.array()
-    flags = _accum_mask(view) if view.storage.accum is not None else None
-    if mode is True or (mode is None and flags is not None and flags.all()):
+    if mode is True or (mode is None and settled):
         base = target if target.dtype == F32 else target.astype(F32)
         result = np.add(base, product, out=base if base is target else None)
     elif mode is None and flags is not None and flags.any():
@@ -158,6 +163,8 @@ def accumulate_matmul(io: Operands, product: np.ndarray, mode: bool | None) -> N
         result = product
     if result is not target:
         target[...] = to_storage(result, view.element)
+    if settled:
+        return
     if view.storage.written is not None:
         view.written_mask()[...] = True
     if flags is not None:
