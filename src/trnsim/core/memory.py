@@ -310,7 +310,7 @@ class MemorySystem:
             if values is not None:
                 data = np.ascontiguousarray(values, dtype.numpy).reshape(-1)
             else:
-                data = np.full(count, dtype.fill_value(), dtype.numpy)
+                data = uninitialised(count, dtype)
         if self.with_values and (self.track_writes or memory is Memory.PSUM):
             written = np.full(count, values is not None, np.bool_)
         buffer_id = next(self._ids)
@@ -330,6 +330,14 @@ class MemorySystem:
         if allocator is not None:
             weakref.finalize(buffer, allocator.free, buffer_id)
         return buffer
+
+
+def uninitialised(count: int, dtype: DType) -> np.ndarray:
+    """`count` elements holding the uninitialised fill. The fill goes through an unsigned view of
+    the same width: numpy fills ml_dtypes types (bf16, fp8) element by element, about 15x slower."""
+    pattern = np.full(1, dtype.fill_value(), dtype.numpy)
+    bits = np.dtype(f"u{pattern.itemsize}")  # every storage dtype is 1, 2, 4 or 8 bytes wide
+    return np.full(count, pattern.view(bits)[0], bits).view(dtype.numpy)
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
