@@ -1,5 +1,7 @@
 """Kernels may cap numpy's BLAS threads; the previous setting always comes back."""
 
+import contextlib
+
 from trnsim.core import blas
 
 
@@ -22,3 +24,43 @@ def test_threads_for_kernels_is_one_or_none_and_cached():
     choice = blas.threads_for_kernels()
     assert choice in (1, None)
     assert blas.threads_for_kernels() == choice or blas._single_thread_is_faster.cache_info().currsize == 1
+
+
+def test_busy_machine_gets_one_thread_without_probing(monkeypatch):
+    monkeypatch.setattr(blas, "_busy", lambda: True)
+    monkeypatch.setattr(blas, "limited", None)  # probing would call it and fail
+    blas._single_thread_is_faster.cache_clear()
+    try:
+        assert blas._single_thread_is_faster(-1) == 1
+    finally:
+        blas._single_thread_is_faster.cache_clear()
+
+
+def test_one_slow_round_does_not_decide(monkeypatch):
+    """Default threads lose the first round to a burst of other work, then win clearly."""
+    default_cost_s = {1: 1.0, 2: 5.0, 3: 0.5}  # after the warm-up, round 1 (a burst), round 2
+    state = {"now": 0.0, "single": False, "entered": 0}
+
+    @contextlib.contextmanager
+    def fake_limited(threads):
+        state["single"], state["entered"] = True, state["entered"] + 1
+        yield
+        state["single"] = False
+
+    class FakeMatrix:
+        T = property(lambda self: self)
+
+        def __matmul__(self, other):
+            state["now"] += 1.0 if state["single"] else default_cost_s[state["entered"]]
+            return self
+
+    monkeypatch.setattr(blas, "_busy", lambda: False)
+    monkeypatch.setattr(blas, "limited", fake_limited)
+    monkeypatch.setattr(blas.np, "ones", lambda *a, **k: FakeMatrix())
+    monkeypatch.setattr(blas.time, "perf_counter", lambda: state["now"])
+    blas._single_thread_is_faster.cache_clear()
+    try:
+        assert blas._single_thread_is_faster(-2) is None
+        assert state["entered"] == 3  # it took a second round to decide
+    finally:
+        blas._single_thread_is_faster.cache_clear()
