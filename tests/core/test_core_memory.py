@@ -26,6 +26,20 @@ def test_fill_is_nan_for_floats_and_4_for_ints():
     assert (memory.allocate(Memory.SBUF, (4, 4), I32, "i").data == 4).all()
 
 
+@pytest.mark.parametrize("name", ["bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "int8", "uint16",
+                                  "bool"])
+def test_fill_of_every_width_matches_numpy_fill(name):
+    """The fill goes through an unsigned view; it must equal numpy's own fill bit for bit."""
+    import ml_dtypes
+    element = DType(name, np.dtype(getattr(ml_dtypes, name, None) or name))
+    data = system().allocate(Memory.HBM, (3, 5), element, "t").data
+    expected = np.full(15, element.fill_value(), element.numpy)
+    assert data.dtype == element.numpy and data.shape == (15,)
+    assert data.view(np.uint8).tobytes() == expected.view(np.uint8).tobytes()
+    if element.is_float:
+        assert np.isnan(data.astype(np.float32)).all()
+
+
 def test_first_fit_reuses_space_of_dropped_tiles():
     memory = system()
     a = memory.allocate(Memory.SBUF, (128, 512), F32, "a")
