@@ -55,12 +55,13 @@ def matmul_tiled(lhsT, rhs):
     return result
 
 
-def _load_stripe(source, column: int, width: int, k_tiles: int):
-    """The K x width column stripe of `source` at `column`, as k_tiles SBUF tiles."""
+def _load_stripe(source, column: int, width: int, k_tiles: int, first_k_tile: int = 0):
+    """k_tiles K-tiles (from `first_k_tile`) of the width-wide column stripe of `source` at
+    `column`, as one SBUF tile [TILE_K, k_tiles, width]."""
     stripe = nl.ndarray((TILE_K, k_tiles, width), dtype=source.dtype, buffer=nl.sbuf)
     for k in nl.affine_range(k_tiles):
-        nisa.dma_copy(dst=stripe[:, k, :],
-                      src=source[k * TILE_K:(k + 1) * TILE_K, column:column + width])
+        row = (first_k_tile + k) * TILE_K
+        nisa.dma_copy(dst=stripe[:, k, :], src=source[row:row + TILE_K, column:column + width])
     return stripe
 
 
@@ -118,17 +119,9 @@ def matmul_blocked_mnk(lhsT, rhs, tiles_m: int = 16, tiles_n: int = 2, tiles_k: 
         sums = nl.zeros((TILE_M, M // block_m, tiles_m, tiles_n, TILE_N), dtype=lhsT.dtype,
                         buffer=nl.sbuf)
         for k in nl.sequential_range(K // block_k):
-            rhs_block = nl.ndarray((TILE_K, tiles_k, block_n), dtype=rhs.dtype, buffer=nl.sbuf)
-            for bk in nl.affine_range(tiles_k):
-                row = (k * tiles_k + bk) * TILE_K
-                nisa.dma_copy(dst=rhs_block[:, bk, :],
-                              src=rhs[row:row + TILE_K, n * block_n:(n + 1) * block_n])
+            rhs_block = _load_stripe(rhs, n * block_n, block_n, tiles_k, first_k_tile=k * tiles_k)
             for m in nl.affine_range(M // block_m):
-                lhsT_block = nl.ndarray((TILE_K, tiles_k, block_m), dtype=lhsT.dtype, buffer=nl.sbuf)
-                for bk in nl.affine_range(tiles_k):
-                    row = (k * tiles_k + bk) * TILE_K
-                    nisa.dma_copy(dst=lhsT_block[:, bk, :],
-                                  src=lhsT[row:row + TILE_K, m * block_m:(m + 1) * block_m])
+                lhsT_block = _load_stripe(lhsT, m * block_m, block_m, tiles_k, first_k_tile=k * tiles_k)
                 _multiply_block(sums, lhsT_block, rhs_block, m, tiles_m, tiles_n, tiles_k)
         _store_block_row(result, sums, n, block_m, block_n, tiles_m, tiles_n)
     return result
