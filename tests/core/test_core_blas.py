@@ -1,6 +1,10 @@
-"""Kernels may cap numpy's BLAS threads; the previous setting always comes back."""
+"""Kernels may cap numpy's BLAS threads (the previous setting always comes back), and matmuls
+write or add into PSUM through one sgemm call that gives numpy's bits."""
 
 import contextlib
+
+import numpy as np
+import pytest
 
 from trnsim.core import blas
 
@@ -11,7 +15,7 @@ def test_limited_sets_and_restores_the_thread_count():
         with blas.limited(1):
             pass
         return
-    setter, getter = functions
+    getter = functions.get_threads
     before = getter()
     with blas.limited(1):
         assert getter() == 1
@@ -64,3 +68,29 @@ def test_one_slow_round_does_not_decide(monkeypatch):
         assert state["entered"] == 3  # it took a second round to decide
     finally:
         blas._single_thread_is_faster.cache_clear()
+
+
+def _operands(rng):
+    """Strided [K, M] / [K, N] windows of larger arrays and an [M, N] window to write, as PSUM
+    tiles and SBUF blocks are."""
+    stationary = rng.standard_normal((128, 6, 300), dtype=np.float32)[:, 2, 10:138]
+    moving = rng.standard_normal((128, 4, 700), dtype=np.float32)[:, 1, 5:517]
+    out = np.zeros((200, 600), np.float32)[10:138, 20:532]
+    return stationary, moving, out
+
+
+@pytest.mark.parametrize("add", [False, True])
+def test_gemm_writes_or_adds_the_same_bits_as_numpy(add):
+    stationary, moving, out = _operands(np.random.default_rng(3))
+    out[...] = np.float32(0.1)
+    expected = np.add(out, stationary.T @ moving) if add else stationary.T @ moving
+    blas.gemm(stationary, moving, out, add)
+    assert np.array_equal(out, expected)
+
+
+def test_gemm_falls_back_to_numpy_for_layouts_blas_cannot_take():
+    stationary, moving, _ = _operands(np.random.default_rng(4))
+    out = np.zeros((512, 128), np.float32).T  # column-major window: no row-major leading dimension
+    blas.gemm(stationary, moving, out, False)
+    assert np.array_equal(out, stationary.T @ moving)
+    assert blas._blas_rows(out) is None and blas._blas_rows(stationary) == 6 * 300

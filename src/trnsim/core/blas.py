@@ -1,4 +1,5 @@
-"""The thread count of numpy's OpenBLAS while a kernel runs.
+"""numpy's OpenBLAS as the emulator uses it: its thread count while a kernel runs, and a GEMM
+that adds into PSUM in place.
 
 A kernel issues thousands of small GEMMs (128 x 128 x 512 per nc_matmul). Multi-threaded BLAS
 synchronises its threads on every call; when other processes already keep every core busy that
@@ -7,6 +8,10 @@ instruction), while on an idle machine two threads are faster. So before kernels
 a few instruction-sized GEMMs both ways (at most every 5 s; best of a few alternating rounds, so a
 burst of other work does not decide) and uses the faster. Where the library cannot be found (not
 Linux, another BLAS) nothing changes.
+
+`gemm` calls the library's sgemm directly so that a matmul accumulating into PSUM is one BLAS call
+with beta = 1 (C = C + A.T @ B: each product is summed in registers, then added to C once, the
+order PSUM accumulation has) instead of a product array and a second pass to add it.
 """
 
 from __future__ import annotations
@@ -16,13 +21,29 @@ import ctypes
 import functools
 import os
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 
+@dataclass(frozen=True)
+class _Library:
+    """The OpenBLAS entry points trnsim calls."""
+
+    set_threads: Callable
+    get_threads: Callable
+    sgemm: Callable | None  # cblas_sgemm with argtypes set, or None where it is not exported
+
+
+# Symbol names by build: numpy's wheels ship scipy-openblas with 64-bit integers and a prefix.
+_NAMINGS = (("scipy_openblas", "scipy_cblas", "64_", ctypes.c_int64), ("openblas", "cblas", "64_", ctypes.c_int64),
+            ("openblas", "cblas", "", ctypes.c_int))
+
+
 @functools.cache
-def _openblas():
-    """(set, get) thread-count functions of the OpenBLAS numpy loaded, or None."""
+def _openblas() -> _Library | None:
+    """The OpenBLAS numpy loaded, or None."""
     try:
         with open("/proc/self/maps") as maps:
             paths = sorted({line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line})
@@ -30,12 +51,55 @@ def _openblas():
         return None
     for path in paths:
         library = ctypes.CDLL(path)
-        for prefix, suffix in (("scipy_openblas", "64_"), ("openblas", "64_"), ("openblas", "")):
+        for prefix, cblas, suffix, integer in _NAMINGS:
             setter = getattr(library, f"{prefix}_set_num_threads{suffix}", None)
             getter = getattr(library, f"{prefix}_get_num_threads{suffix}", None)
             if setter is not None and getter is not None:
-                return setter, getter
+                return _Library(setter, getter, _sgemm(getattr(library, f"{cblas}_sgemm{suffix}", None), integer))
     return None
+
+
+def _sgemm(function, integer) -> Callable | None:
+    if function is not None:
+        enum, pointer, single = ctypes.c_int, ctypes.c_void_p, ctypes.c_float
+        function.argtypes = [enum, enum, enum, integer, integer, integer, single, pointer, integer,
+                             pointer, integer, single, pointer, integer]
+        function.restype = None
+    return function
+
+
+_ROW_MAJOR, _NO_TRANSPOSE, _TRANSPOSE = 101, 111, 112  # the CBLAS enum values
+
+
+def gemm(stationary: np.ndarray, moving: np.ndarray, out: np.ndarray, add: bool) -> None:
+    """out = stationary.T @ moving, or out += stationary.T @ moving when `add` (all fp32 2-D:
+    [K, M], [K, N], [M, N]). One sgemm call when the layouts allow it, else numpy."""
+    library = _openblas()
+    rows = [_blas_rows(a) for a in (stationary, moving, out)]
+    if library is None or library.sgemm is None or None in rows or 0 in out.shape or stationary.shape[0] == 0:
+        product = stationary.T @ moving
+        if add:
+            np.add(out, product, out=out)
+        else:
+            out[...] = product
+        return
+    (k, m), n = stationary.shape, moving.shape[1]
+    library.sgemm(_ROW_MAJOR, _TRANSPOSE, _NO_TRANSPOSE, m, n, k, 1.0, stationary.ctypes.data, rows[0],
+                  moving.ctypes.data, rows[1], 1.0 if add else 0.0, out.ctypes.data, rows[2])
+
+
+def _blas_rows(array: np.ndarray) -> int | None:
+    """The leading dimension BLAS needs for a row-major fp32 matrix view, or None if it is not one."""
+    if array.dtype != np.float32 or array.ndim != 2:
+        return None
+    row_stride, column_stride = array.strides
+    size = array.itemsize
+    if column_stride != size and array.shape[1] > 1:
+        return None
+    rows = row_stride // size if array.shape[0] > 1 else array.shape[1]
+    if row_stride % size or rows < max(array.shape[1], 1):
+        return None
+    return rows
 
 
 def threads_for_kernels() -> int | None:
@@ -97,7 +161,7 @@ def limited(threads: int | None):
     if functions is None:
         yield
         return
-    setter, getter = functions
+    setter, getter = functions.set_threads, functions.get_threads
     previous = getter()
     setter(min(threads, previous))
     try:

@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 
 from trnsim import numerics
+from trnsim.core import blas
 from trnsim.core.isa import Memory, Opcode
 from trnsim.core.memory import DType, View, check_initialised
 from trnsim.core.rules import RuleTable
@@ -140,11 +141,13 @@ def end_accumulation(view: View) -> None:
         _accum_mask(view)[...] = False
 
 
-def accumulate_matmul(io: Operands, product: np.ndarray, mode: bool | None) -> None:
+def accumulate_matmul(io: Operands, product, mode: bool | None) -> None:
     """PSUM semantics of nc_matmul: overwrite, add, or (None) overwrite first then add.
 
-    When every element of the region already holds a matmul sum (the K loop after its first
-    step), its written and accumulate flags are all set, so they are left alone (hot path)."""
+    `product` is the fp32 result, or the fp32 (stationary [K, M], moving [K, N]) pair it is the
+    product of: then BLAS writes or adds it straight into an fp32 PSUM tile. When every element of
+    the region already holds a matmul sum (the K loop after its first step), its written and
+    accumulate flags are all set, so they are left alone (hot path)."""
     view = io.out(0)
     flags = _accum_mask(view) if view.storage.accum is not None else None
     settled = flags is not None and bool(flags.all())  # accumulate flags imply written ones
@@ -154,21 +157,31 @@ def accumulate_matmul(io: Operands, product: np.ndarray, mode: bool | None) -> N
                       f"written ({view.storage.name}); the hardware result is undefined",
                       KernelWarning, stacklevel=2)
     target = view.array()
-    if mode is True or (mode is None and settled):
-        base = target if target.dtype == F32 else target.astype(F32)
-        result = np.add(base, product, out=base if base is target else None)
-    elif mode is None and flags is not None and flags.any():
-        result = np.where(flags, target.astype(F32) + product, product)
+    add = mode is True or (mode is None and settled)
+    partial = not add and mode is None and flags is not None and bool(flags.any())  # add where flagged
+    if isinstance(product, tuple) and target.dtype == F32 and target.ndim == 2 and not partial:
+        blas.gemm(*product, target, add)
     else:
-        result = product
-    if result is not target:
-        target[...] = to_storage(result, view.element)
-    if settled:
-        return
+        if isinstance(product, tuple):
+            stationary, moving = product
+            product = (stationary.T @ moving).reshape(target.shape)
+        if add and target.dtype == F32:
+            np.add(target, product, out=target)
+        elif add or partial:
+            total = target.astype(F32) + product
+            target[...] = to_storage(total if add else np.where(flags, total, product), view.element)
+        else:
+            target[...] = to_storage(product, view.element)
+    if not settled:
+        settle(view)
+
+
+def settle(view: View) -> None:
+    """A PSUM region now holds matmul sums: written, and later matmuls (accumulate=None) add to it."""
     if view.storage.written is not None:
         view.written_mask()[...] = True
-    if flags is not None:
-        flags[...] = True
+    if view.storage.accum is not None:
+        _accum_mask(view)[...] = True
 
 
 def run(ins: Instruction, inputs: tuple[View, ...], outputs: tuple[View, ...], state,

@@ -115,6 +115,4 @@ def _matmul(ins: Instruction, io: Operands) -> None:
         moving = io.raw(1)
         io.write_raw(0, np.ascontiguousarray(moving.reshape(moving.shape[0], -1).T))
         return
-    stationary, moving = _contraction_operands(ins, io)
-    product = stationary.T @ moving
-    accumulate_matmul(io, product.reshape(io.out(0).shape), ins.param("accumulate"))
+    accumulate_matmul(io, _contraction_operands(ins, io), ins.param("accumulate"))

@@ -68,8 +68,7 @@ def _dequantised(io: Operands, data: int, scale: int) -> np.ndarray:
 @EXECUTE.register(Opcode.MATMUL_MX)
 def _matmul_mx(ins: Instruction, io: Operands) -> None:
     """dst[M, N] (+)= dequant(stationary)[K, M].T @ dequant(moving)[K, N], K = 4 x partitions."""
-    stationary, moving = _dequantised(io, 0, 2), _dequantised(io, 1, 3)
-    accumulate_matmul(io, (stationary.T @ moving).reshape(io.out(0).shape), ins.param("accumulate"))
+    accumulate_matmul(io, (_dequantised(io, 0, 2), _dequantised(io, 1, 3)), ins.param("accumulate"))
 
 
 @EXECUTE.register(Opcode.QUANTIZE_MX)
