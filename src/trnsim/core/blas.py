@@ -37,8 +37,8 @@ class _Library:
 
 
 # Symbol names by build: numpy's wheels ship scipy-openblas with 64-bit integers and a prefix.
-_NAMINGS = (("scipy_openblas", "scipy_cblas", "64_", ctypes.c_int64), ("openblas", "cblas", "64_", ctypes.c_int64),
-            ("openblas", "cblas", "", ctypes.c_int))
+_NAMINGS = (("scipy_openblas", "scipy_cblas", "64_", ctypes.c_int64),
+            ("openblas", "cblas", "64_", ctypes.c_int64), ("openblas", "cblas", "", ctypes.c_int))
 
 
 @functools.cache
@@ -55,7 +55,8 @@ def _openblas() -> _Library | None:
             setter = getattr(library, f"{prefix}_set_num_threads{suffix}", None)
             getter = getattr(library, f"{prefix}_get_num_threads{suffix}", None)
             if setter is not None and getter is not None:
-                return _Library(setter, getter, _sgemm(getattr(library, f"{cblas}_sgemm{suffix}", None), integer))
+                sgemm = _sgemm(getattr(library, f"{cblas}_sgemm{suffix}", None), integer)
+                return _Library(setter, getter, sgemm)
     return None
 
 
