@@ -4,7 +4,9 @@
         ...   # reads of never-written memory raise here
 
 Environment: TRNSIM_TARGET (default generation, e.g. "trn2"), TRNSIM_STRICT (1 = raise on reading
-uninitialised memory), TRNSIM_DEBUG (1 = keep full tracebacks in the CLI). NKI's own
+uninitialised memory), TRNSIM_DEBUG (1 = keep full tracebacks in the CLI), TRNSIM_EAGER (1 = execute
+each kernel instruction when it is issued instead of deferring matmul segments; strict implies it).
+NKI's own
 NEURON_PLATFORM_TARGET_OVERRIDE is read by trnsim.nki, and NEURON_RT_STOCHASTIC_ROUNDING_EN /
 NEURON_RT_STOCHASTIC_ROUNDING_SEED by trnsim.numerics, where those meanings live.
 """
@@ -27,6 +29,7 @@ class Settings:
     target: str | None = None
     strict: bool = False
     debug: bool = False
+    eager: bool = False
 
 
 def _env_flag(name: str) -> bool:
@@ -41,7 +44,8 @@ def _env_flag(name: str) -> bool:
 def from_env() -> Settings:
     """Settings as the environment gives them, with defaults for what is not set."""
     return Settings(target=os.environ.get("TRNSIM_TARGET") or None,
-                    strict=_env_flag("TRNSIM_STRICT"), debug=_env_flag("TRNSIM_DEBUG"))
+                    strict=_env_flag("TRNSIM_STRICT"), debug=_env_flag("TRNSIM_DEBUG"),
+                    eager=_env_flag("TRNSIM_EAGER"))
 
 
 _overrides: contextvars.ContextVar[tuple] = contextvars.ContextVar("trnsim_overrides", default=())

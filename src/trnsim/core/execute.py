@@ -71,16 +71,9 @@ class Operands:
         """Like `f32`, but upcasts the whole buffer once and reuses it until the buffer is written
         (matmul operands are read many times per load)."""
         view = self.inputs[index]
-        buffer = view.storage
-        if view.element is not buffer.dtype or buffer.data.dtype == F32:
-            return self.f32(index)
         if self.strict:
             check_initialised(view, self.ins.opcode.value)
-        if buffer.shadow is None:
-            buffer.shadow = buffer.data.astype(F32)
-        size = F32(0).itemsize
-        return np.ndarray(view.shape, F32, buffer.shadow, view.offset * size,
-                          tuple(s * size for s in view.strides))
+        return f32_reused(view)
 
     def value(self, key: str, default=None):
         """A parameter: a Python number, or the fp32 values of the input it refers to."""
@@ -111,6 +104,19 @@ class Operands:
         view = self.outputs[index]
         view.assign(values.reshape(view.shape) if values.size == _size(view) else values)
         mark_written(view)
+
+
+def f32_reused(view: View) -> np.ndarray:
+    """The view's values in fp32, from a whole-buffer upcast kept until the buffer is written."""
+    buffer = view.storage
+    if view.element is not buffer.dtype or buffer.data.dtype == F32:
+        values = view.array()
+        return values if values.dtype == F32 else values.astype(F32)
+    if buffer.shadow is None:
+        buffer.shadow = buffer.data.astype(F32)
+    size = F32(0).itemsize
+    strides = tuple(s * size for s in view.strides)
+    return np.ndarray(view.shape, F32, buffer.shadow, view.offset * size, strides)
 
 
 def _size(view: View) -> int:

@@ -1,9 +1,10 @@
 """One NeuronCore running a kernel: memory, engine state, and the trace it appends to.
 
 `NeuronCore.issue(...)` is the single path every instruction takes: build the `Instruction`
-(with the kernel's file and line), check it, execute it when values are kept (`simulate`),
-append it to the trace. With `with_values=False` (`trace_only`) nothing is computed and a kernel
-that tries to read a value gets a clear error.
+(with the kernel's file and line), check it, execute it when values are kept (`simulate`; through
+the deferred queue of core/deferred.py unless `eager`), append it to the trace. With
+`with_values=False` (`trace_only`) nothing is computed and a kernel that tries to read a value
+gets a clear error.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from trnsim.core.check import check
+from trnsim.core.deferred import DeferredQueue
 from trnsim.core.execute import run as run_instruction
 from trnsim.core.isa import SPECS, Engine, Memory, Opcode
 from trnsim.core.memory import Allocator, MemorySystem, View
 from trnsim.core.trace import Instruction, Trace, freeze_params
-from trnsim.errors import KernelError, SourceLoc, UnsupportedError
+from trnsim.errors import KernelError, SourceLoc, TrnsimError, UnsupportedError
 
 _TRNSIM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -81,7 +83,7 @@ class NeuronCore:
     """A core of the target generation executing one program of a launch."""
 
     def __init__(self, spec, launch: Launch, *, with_values: bool, strict: bool, program_id: int = 0,
-                 grid: tuple[int, ...] = (), seed: int = 0):
+                 grid: tuple[int, ...] = (), seed: int = 0, eager: bool = False):
         self.spec = spec
         self.launch = launch
         self.with_values = with_values
@@ -91,8 +93,21 @@ class NeuronCore:
         self.shared_made = 0  # shared-HBM tensors this program has created so far
         sbuf = Allocator(Memory.SBUF, spec.sbuf_bytes_per_partition, spec.partitions)
         psum = Allocator(Memory.PSUM, spec.psum_bytes_per_partition, spec.partitions, spec.psum_bank_bytes)
-        self.memory = MemorySystem(sbuf, psum, with_values, strict, launch.ids)
-        self.state = EngineState(spec.partitions, seed + program_id)
+        self._state = EngineState(spec.partitions, seed + program_id)
+        # Strict mode reports uninitialised reads at the instruction itself, so it never defers.
+        self.queue = DeferredQueue(self._state) if with_values and not (eager or strict) else None
+        self.memory = MemorySystem(sbuf, psum, with_values, strict, launch.ids, self.queue)
+
+    @property
+    def state(self) -> EngineState:
+        """Registers, RNG and accumulators as the front end may read them: after queued work ran."""
+        self.flush()
+        return self._state
+
+    def flush(self) -> None:
+        """Execute every deferred instruction."""
+        if self.queue:
+            self.queue.flush()
 
     @property
     def trace(self) -> Trace:
@@ -118,8 +133,16 @@ class NeuronCore:
         ins = Instruction(opcode, engine, tuple(v.region() for v in outputs),
                           tuple(v.region() for v in inputs), freeze_params(params), where, name,
                           self.program_id)
-        check(ins, self.spec)
-        if self.with_values and execute:
-            run_instruction(ins, inputs, outputs, self.state, self.strict)
+        try:
+            check(ins, self.spec)
+        except TrnsimError:
+            self.flush()  # an earlier instruction's execution error comes first, as without deferral
+            raise
+        if self.with_values and not execute:
+            self.flush()  # the front end moves this one's values itself
+        elif self.with_values and self.queue is not None:
+            self.queue.add(ins, inputs, outputs)
+        elif self.with_values:
+            run_instruction(ins, inputs, outputs, self._state, self.strict)
         self.trace.append(ins)
         return ins

@@ -51,18 +51,23 @@ class DType:
 
 
 class Buffer:
-    """One allocation: HBM tensor, SBUF tile or PSUM tile."""
+    """One allocation: HBM tensor, SBUF tile or PSUM tile.
+
+    `queue` is the running core's queue of deferred instructions (core/deferred.py): reading values
+    through a view runs it first. A `clone()` shares the values (and the fp32 shadow) but not the
+    allocation, so queued instructions can hold a tile without keeping its space live."""
 
     __slots__ = ("id", "memory", "name", "shape", "dtype", "address_bytes", "row_bytes", "data",
-                 "written", "accum", "region", "shadow", "base_partition", "__weakref__")
+                 "written", "accum", "region", "_cache", "base_partition", "queue", "__weakref__")
 
     def __init__(self, id_: int, memory: Memory, name: str, shape: tuple[int, ...], dtype: DType,
                  address_bytes: int, data: np.ndarray | None, written: np.ndarray | None,
                  region: str = ""):
         self.id = id_
         self.region = region or memory.value  # e.g. "shared_hbm": which HBM space, for NKI
-        self.shadow = None  # fp32 copy of `data` for repeated matmul reads; dropped on every write
+        self._cache = _Shadow()
         self.base_partition = 0  # first partition of an on-chip tile (NKI address=(partition, byte))
+        self.queue = None
         self.memory = memory
         self.name = name
         self.shape = shape
@@ -76,8 +81,34 @@ class Buffer:
         # PSUM only: which elements belong to an open matmul accumulation group.
         self.accum = np.zeros(len(data), np.bool_) if memory is Memory.PSUM and data is not None else None
 
+    @property
+    def shadow(self) -> np.ndarray | None:
+        """fp32 copy of `data` for repeated matmul reads; dropped on every write."""
+        return self._cache.values
+
+    @shadow.setter
+    def shadow(self, values: np.ndarray | None) -> None:
+        self._cache.values = values
+
+    def clone(self) -> Buffer:
+        """The same values, written flags and shadow, without the allocation (no finaliser)."""
+        twin = Buffer.__new__(Buffer)
+        for name in Buffer.__slots__[:-2]:
+            setattr(twin, name, getattr(self, name))
+        twin.queue = None
+        return twin
+
     def __repr__(self) -> str:
         return f"{self.memory.value}:{self.name}{list(self.shape)} {self.dtype.name}"
+
+
+class _Shadow:
+    """The fp32 shadow of a buffer, shared with its clones (so a write through one drops it for all)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self):
+        self.values = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,13 +230,21 @@ class View:
         return self.storage.memory
 
     def array(self) -> np.ndarray:
-        """The numpy window on the buffer's values (writable; no copy)."""
+        """The numpy window on the buffer's values (writable; no copy), after any queued
+        instructions have run."""
+        queue = self.storage.queue
+        if queue:
+            queue.flush()
         if self.storage.data is None:
             raise HazardError(f"{self.storage!r} has no values: this run records the trace only",
                               hint="use trnsim.nki.simulate to get values")
         size = self.element.numpy.itemsize
         return np.ndarray(self.shape, self.element.numpy, self.storage.data, self.offset * size,
                           tuple(s * size for s in self.strides))
+
+    def on(self, storage: Buffer) -> View:
+        """The same window on another Buffer object (a clone of this one's)."""
+        return View(storage, self.shape, self.strides, self.offset, self.element)
 
     def written_mask(self) -> np.ndarray:
         size = self.element.numpy.itemsize
@@ -254,6 +293,10 @@ class GatherView(View):
         self.columns = columns
         self.reach = reach
 
+    def on(self, storage: Buffer) -> GatherView:
+        return GatherView(storage, self.shape, self.strides[0], self.offset, self.element, self.columns,
+                          self.reach)
+
     def _rows(self, data: np.ndarray, dtype: np.dtype) -> np.ndarray:
         size = np.dtype(dtype).itemsize
         return np.ndarray((self.shape[0], self.reach), dtype, data, self.offset * size,
@@ -292,8 +335,9 @@ class MemorySystem:
     """The memories of one NeuronCore run: SBUF and PSUM allocators and buffer creation."""
 
     def __init__(self, sbuf: Allocator, psum: Allocator, with_values: bool, track_writes: bool,
-                 ids: itertools.count):
+                 ids: itertools.count, queue=None):
         self.allocators = {Memory.SBUF: sbuf, Memory.PSUM: psum}
+        self.queue = queue  # the core's deferred-instruction queue, given to every buffer it makes
         self.with_values = with_values
         self.track_writes = track_writes
         self._ids = ids  # shared by the cores of one launch, so buffer ids are unique in a trace
@@ -327,6 +371,7 @@ class MemorySystem:
                                                used)
         buffer = Buffer(buffer_id, memory, name, tuple(shape), dtype, address_bytes, data, written, region)
         buffer.base_partition = base
+        buffer.queue = self.queue
         if allocator is not None:
             weakref.finalize(buffer, allocator.free, buffer_id)
         return buffer

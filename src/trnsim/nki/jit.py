@@ -103,7 +103,7 @@ def run(kernel: Kernel, args, kwargs, *, target: str | None, with_values: bool):
     launch = Launch(target, programs if programs == 2 else 1)
     settings = config.current()
     cores = [NeuronCore(spec, launch, with_values=with_values, strict=settings.strict, program_id=p,
-                        grid=kernel.grid) for p in range(programs)]
+                        grid=kernel.grid, eager=settings.eager) for p in range(programs)]
     token = backend.activate(cores[0])
     try:
         kind, hbm_args, hbm_kwargs = interop.to_hbm(args, kwargs, "shared_hbm" if programs > 1 else "hbm")
@@ -126,8 +126,9 @@ def _launch(fn, cores, args, kwargs) -> list:
         token = backend.activate(cores[index])
         try:
             results[index] = fn(*args, **kwargs)
+            cores[index].flush()
         except BaseException as error:  # re-raised in the caller's thread below
-            errors.append(error)
+            errors.append(_first_error(cores[index], error))
             if cores[index].launch.barrier is not None:
                 cores[index].launch.barrier.abort()
         finally:
@@ -147,6 +148,15 @@ def _launch(fn, cores, args, kwargs) -> list:
     if errors:
         raise errors[0]
     return results
+
+
+def _first_error(core: NeuronCore, error: BaseException) -> BaseException:
+    """The error to report: an earlier deferred instruction's execution error, if there is one."""
+    try:
+        core.flush()
+    except Exception as earlier:  # noqa: BLE001 - any execution error outranks the later one
+        return earlier
+    return error
 
 
 def _check_outputs(result, launch: Launch) -> None:

@@ -1,0 +1,174 @@
+"""Deferred execution (core/deferred.py) gives what issuing instructions one by one gives.
+
+Each test runs a kernel twice, deferred (the default) and with `config.override(eager=True)`,
+and compares values, traces and errors. Grids of matmuls run as one GEMM per K step, so their
+values may differ from eager ones in the last fp32 bits only."""
+
+import contextlib
+import io
+
+import numpy as np
+import pytest
+
+import trnsim
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
+from trnsim.core import deferred
+from trnsim.errors import HazardError, ShapeError
+
+
+@nki.jit
+def blocked_matmul(lhsT, rhs, out_dtype=nl.float32):
+    """[K, M].T @ [K, N] with every K step of every output tile in one block (M, N <= 512)."""
+    k_size, m_size = lhsT.shape
+    n_size = rhs.shape[1]
+    k_tiles, m_tiles, n_tiles = k_size // 128, m_size // 128, n_size // 256
+    out = nl.ndarray((m_size, n_size), dtype=out_dtype, buffer=nl.shared_hbm)
+    left = nl.ndarray((128, k_tiles, m_size), dtype=lhsT.dtype, buffer=nl.sbuf)
+    right = nl.ndarray((128, k_tiles, n_size), dtype=rhs.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=left, src=lhsT.reshape((k_tiles, 128, m_size)).permute((1, 0, 2)))
+    nisa.dma_copy(dst=right, src=rhs.reshape((k_tiles, 128, n_size)).permute((1, 0, 2)))
+    for m in range(m_tiles):
+        row = nl.ndarray((128, n_size), dtype=out_dtype, buffer=nl.sbuf)
+        for n in range(n_tiles):
+            acc = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.psum)
+            for k in range(k_tiles):
+                nisa.nc_matmul(dst=acc, stationary=left[:, k, m * 128:(m + 1) * 128],
+                               moving=right[:, k, n * 256:(n + 1) * 256])
+            nisa.tensor_copy(dst=row[:, n * 256:(n + 1) * 256], src=acc)
+        nisa.dma_copy(dst=out[m * 128:(m + 1) * 128, :], src=row)
+    return out
+
+
+@nki.jit
+def one_psum_tile(lhsT, rhs):
+    """The same product with ONE PSUM tile reused by every output tile: segments must split."""
+    k_size, m_size = lhsT.shape
+    out = nl.ndarray((m_size, rhs.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.psum)
+    for m in range(m_size // 128):
+        for n in range(rhs.shape[1] // 256):
+            for k in range(k_size // 128):
+                left = nl.load(lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
+                right = nl.load(rhs[k * 128:(k + 1) * 128, n * 256:(n + 1) * 256])
+                nisa.nc_matmul(dst=acc, stationary=left, moving=right)
+            tile = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=tile, src=acc)
+            nl.store(out[m * 128:(m + 1) * 128, n * 256:(n + 1) * 256], tile)
+    return out
+
+
+def _inputs(k=384, m=256, n=512, dtype=np.float32):
+    rng = np.random.default_rng(7)
+    return rng.standard_normal((k, m)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
+
+
+@pytest.fixture
+def grids(monkeypatch):
+    """The grids deferred execution ran: (chains, K steps) each."""
+    seen = []
+    original = deferred._run_grid
+
+    def spy(grid, rows, columns):
+        seen.append((len(grid), len(rows[0])))
+        original(grid, rows, columns)
+    monkeypatch.setattr(deferred, "_run_grid", spy)
+    return seen
+
+
+def test_a_block_of_matmuls_runs_as_one_grid_with_eager_values(grids):
+    lhsT, rhs = _inputs()
+    deferred_out = nki.simulate(blocked_matmul)(lhsT, rhs)
+    assert grids == [(4, 3)]  # 2 x 2 output tiles, 3 K steps each
+    with trnsim.config.override(eager=True):
+        eager_out = nki.simulate(blocked_matmul)(lhsT, rhs)
+    assert len(grids) == 1  # eager runs never group
+    expected = lhsT.T.astype(np.float64) @ rhs
+    np.testing.assert_allclose(deferred_out, eager_out, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(deferred_out, expected, rtol=1e-4, atol=1e-3)
+
+
+def test_deferral_never_changes_the_trace():
+    """Same instructions, operands and SBUF/PSUM addresses: queued tiles do not stay allocated."""
+    lhsT, rhs = _inputs(dtype=np.float32)
+    traces = []
+    for eager in (False, True):
+        with trnsim.config.override(eager=eager):
+            nki.simulate(blocked_matmul)(lhsT, rhs)
+        traces.append([(i.opcode, i.outputs, i.inputs, i.params) for i in blocked_matmul.last_trace])
+    assert traces[0] == traces[1]
+
+
+def test_a_reused_psum_tile_splits_segments_and_stays_exact(grids):
+    lhsT, rhs = _inputs(k=256, m=256, n=512)
+    result = nki.simulate(one_psum_tile)(lhsT, rhs)
+    with trnsim.config.override(eager=True):
+        eager = nki.simulate(one_psum_tile)(lhsT, rhs)
+    assert np.array_equal(result, eager)  # one chain per segment: nothing to group, same bits
+    np.testing.assert_allclose(result, lhsT.T.astype(np.float64) @ rhs, rtol=1e-4, atol=1e-3)
+
+
+def test_reading_a_tile_from_python_runs_the_queue_first():
+    """device_print and register_load look at values the queued matmul produced."""
+    ones = np.ones((128, 128), np.float32)
+
+    @nki.jit
+    def peek(a):
+        acc = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=nl.load(a), moving=nl.load(a))
+        total = nl.ndarray((128, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=total, src=acc[:, 0:1])
+        register = nisa.register_alloc()
+        nisa.register_load(register, total[0:1, 0:1])
+        nl.device_print("acc", acc[0:1, 0:2])
+        out = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        marker = nl.full((1, 1), int(register), dtype=nl.float32)
+        nl.store(out, marker)
+        return out
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        out = nki.simulate(peek)(ones)
+    assert out[0, 0] == 128.0
+    assert "128" in printed.getvalue()
+
+
+def test_an_earlier_execution_error_is_reported_before_a_later_one():
+    """The gather's out-of-range row fails when it executes (queued behind a matmul); the
+    oversized tile on a later line must not hide it."""
+    data = np.ones((128, 128), np.float32)
+
+    @nki.jit
+    def faulty(a, rows):
+        acc = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=nl.load(a), moving=nl.load(a))
+        gathered = nl.ndarray((2, 128), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=gathered, src=a.vector_select(0, nl.load(rows)))
+        nl.ndarray((256, 4), dtype=nl.float32, buffer=nl.sbuf)  # partition dim over 128
+        return acc
+
+    for eager in (True, False):
+        with trnsim.config.override(eager=eager), pytest.raises(HazardError, match="indirect DMA"):
+            nki.simulate(faulty, target="trn2")(data, np.array([[1], [500]], np.int32))
+        with trnsim.config.override(eager=eager), pytest.raises(ShapeError):
+            nki.simulate(faulty, target="trn2")(data, np.array([[1], [2]], np.int32))
+
+
+def test_a_first_matmul_that_accumulates_still_warns_and_adds():
+    """accumulate=True onto fresh PSUM is not grouped: it warns and adds as eager execution does."""
+    ones = np.ones((128, 128), np.float32)
+
+    @nki.jit
+    def accumulate_first(a):
+        acc = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+        nisa.memset(dst=acc, value=1.0)
+        nisa.nc_matmul(dst=acc, stationary=nl.load(a), moving=nl.load(a), accumulate=True)
+        nisa.nc_matmul(dst=acc, stationary=nl.load(a), moving=nl.load(a), accumulate=True)
+        out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        tile = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=tile, src=acc)
+        nl.store(out, tile)
+        return out
+
+    assert np.all(nki.simulate(accumulate_first)(ones) == 257.0)
