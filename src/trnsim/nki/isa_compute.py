@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from trnsim.core.isa import Opcode
-from trnsim.errors import KernelError, SourceLoc, UnsupportedError
+from trnsim.errors import KernelError, ShapeError, SourceLoc, UnsupportedError
 from trnsim.nki import backend
 from trnsim.nki.isa import (
     _enum_value,
@@ -78,9 +78,27 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
     return _issue(Opcode.SCALAR_TENSOR_TENSOR, dst, srcs, params, engine, name)
 
 
+def _reduce_axes(axis, data, dst) -> tuple[int, ...]:
+    """The reduced free axes as real dim indices (NKI >= 0.3): consecutive and ending at the last
+    dim; dst holds the partitions times the kept free dims (kernels written for the older
+    "axis 1 = most-minor" rule fail here with the numbers instead of reducing the wrong axis)."""
+    rank = len(data.shape)
+    axes = tuple(sorted({a % rank for a in (axis if isinstance(axis, tuple | list) else (axis,))}))
+    if 0 in axes or axes != tuple(range(axes[0], rank)):
+        raise ShapeError(f"axis={axis!r} on a {rank}-D tile {list(data.shape)}: the reduced axes must be "
+                         f"the last free dims, ending at dim {rank - 1}", op="nisa.tensor_reduce",
+                         hint=f"e.g. axis={rank - 1} reduces the innermost dim; tensor_partition_reduce "
+                              "reduces across partitions")
+    kept = int(np.prod(data.shape[1:axes[0]], dtype=np.int64))
+    if dst.shape[0] != data.shape[0] or dst.size // dst.shape[0] != kept:
+        raise ShapeError(f"dst {list(dst.shape)} does not hold the result of reducing axes {axes} of "
+                         f"{list(data.shape)}: {data.shape[0]} partitions x {kept} values",
+                         op="nisa.tensor_reduce")
+    return axes
+
+
 def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None, **_):
-    axes = tuple(axis) if isinstance(axis, tuple | list) else (axis,)
-    axes = tuple(a % len(data.shape) for a in axes)
+    axes = _reduce_axes(axis, data, dst)
     params = {"op": op_name(op), "axis": axes, "negate": bool(negate), "keepdims": bool(keepdims)}
     return _issue(Opcode.TENSOR_REDUCE, dst, [data], params, None, name)
 

@@ -67,6 +67,9 @@ def _reduction(name: str):
         out = _new(shape or [1], dtype or x.dtype)
         if axes == (0,):
             return nisa.tensor_partition_reduce(dst=out, op=name, data=x)
+        kept = [d for d in range(x.ndim) if d not in axes]
+        if axes != tuple(range(x.ndim - len(axes), x.ndim)):  # the ISA reduces trailing dims: permute
+            x, axes = x.permute(kept + list(axes)), tuple(range(len(kept), x.ndim))
         return nisa.tensor_reduce(dst=out, op=name, data=x, axis=axes, keepdims=keepdims)
     op.__name__ = op.nki_op = name
     return op
