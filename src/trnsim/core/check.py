@@ -32,7 +32,8 @@ def check(ins: Instruction, core) -> None:
                 _fail(KernelError, ins, f"{role} {region.name!r} is in {region.memory.value.upper()}; "
                       f"this instruction takes {role}s in {names}")
     for region in ins.inputs + ins.outputs:
-        _check_partitions(ins, region, core)
+        if region.partition_start or region.partition_count > core.partitions:  # else nothing to check
+            _check_partitions(ins, region, core)
         if region.dtype not in core.dtypes:
             _fail(DTypeError, ins, f"dtype {region.dtype} of {region.name!r} is not available on "
                   f"{_describe(core)}", hint="cast to a dtype the target has")
@@ -148,14 +149,17 @@ def _matmul_tiling(ins: Instruction, core, rows: int, cols: int) -> None:
         _fail(ShapeError, ins, f"a [{rows}, {cols}] stationary tile does not fit tile_size={size}")
 
 
+_FP32_OPERANDS = ("float32", "tfloat32")
+
+
 def _matmul_dtypes(ins: Instruction, core, a: str, b: str, dst: str) -> None:
-    if {a, b} & {"float32", "tfloat32"} and a != b:
+    if (a in _FP32_OPERANDS or b in _FP32_OPERANDS) and a != b:
         _fail(DTypeError, ins, f"operands are {a} and {b}: if one is fp32/tf32 the other must be too")
     if a in FP8_KINDS and b in FP8_KINDS and {a, b} == {"float8_e4m3", "float8_e4m3fn"}:
         _fail(DTypeError, ins, f"mixed fp8 kinds {a} and {b} in one matmul",
               hint="use one E4M3 flavour for both operands")
     bf16_dst = core.matmul_max_moving_free_bf16_dst > core.matmul_max_moving_free
-    allowed = {"float32", "bfloat16"} if bf16_dst else {"float32"}
+    allowed = ("bfloat16", "float32") if bf16_dst else ("float32",)
     if dst not in allowed:
         _fail(DTypeError, ins, f"matmul result dtype is {dst}; {core.name} writes {sorted(allowed)} to PSUM")
     if ins.param("perf_mode") == "double_row":

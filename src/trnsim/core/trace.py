@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from math import prod
 from types import MappingProxyType
 
 from trnsim.core.isa import Engine, Memory, Opcode
@@ -45,7 +44,10 @@ class Region:
 
     @property
     def elements_per_partition(self) -> int:
-        return prod(count for _, count in self.pattern)
+        elements = 1
+        for _, count in self.pattern:  # a plain loop: patterns have a dim or two, and this runs per check
+            elements *= count
+        return elements
 
     @property
     def elements(self) -> int:

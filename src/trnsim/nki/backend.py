@@ -72,10 +72,15 @@ def issue(opcode: Opcode, dst, srcs=(), params=None, engine=None, name: str = ""
     """Record one instruction with output views `dst` and input views `srcs`."""
     running = core()
     chosen = _engine(engine)
-    outputs = tuple(_bind(d, opcode, chosen, running) for d in (dst if isinstance(dst, tuple) else (dst,))
-                    if d is not None)
-    inputs = tuple(_bind(s, opcode, chosen, running) for s in srcs if s is not None)
+    outputs = _operands(dst if isinstance(dst, tuple) else (dst,), opcode, chosen, running)
+    inputs = _operands(srcs, opcode, chosen, running)
     return running.issue(opcode, outputs, inputs, params or {}, chosen, name or "")
+
+
+def _operands(views, opcode: Opcode, engine: Engine | None, running: NeuronCore) -> tuple:
+    """The views that are not None, with `NkiTensor.indirect` ones bound to the engine (`_bind`)."""
+    return tuple([_bind(v, opcode, engine, running) if isinstance(v, IndirectColumns) else v
+                  for v in views if v is not None])
 
 
 _INDIRECTION_OPCODES = ELEMENTWISE | frozenset({
@@ -84,10 +89,8 @@ _INDIRECTION_OPCODES = ELEMENTWISE | frozenset({
 """Instructions whose execution reads and writes operands only through `Operands` (GatherView-safe)."""
 
 
-def _bind(view, opcode: Opcode, engine: Engine | None, running: NeuronCore):
+def _bind(view: IndirectColumns, opcode: Opcode, engine: Engine | None, running: NeuronCore) -> GatherView:
     """A `NkiTensor.indirect` operand becomes a GatherView with the running engine's offsets."""
-    if not isinstance(view, IndirectColumns):
-        return view
     spec, engine = running.spec, engine or SPECS[opcode].engines[0]
     chosen = spec.engines.get(engine.value) if spec.engines else None
     group = chosen.indirection_group_partitions if chosen is not None else None
@@ -103,8 +106,14 @@ def _bind(view, opcode: Opcode, engine: Engine | None, running: NeuronCore):
                       view.reach)
 
 
+_ENGINES = {engine.value: engine for engine in Engine}
+
+
 def _engine(engine) -> Engine | None:
     if engine is None or engine == "unknown" or getattr(engine, "value", None) == "unknown":
         return None
     value = getattr(engine, "value", engine)
-    return Engine(value)
+    try:
+        return _ENGINES[value]
+    except (KeyError, TypeError):
+        return Engine(value)  # raises the enum's own error for a name that is no engine

@@ -14,6 +14,7 @@ import numpy as np
 
 from trnsim.core.isa import Memory
 from trnsim.core.memory import View, contiguous_strides
+from trnsim.core.trace import Region
 from trnsim.errors import HazardError, ShapeError, SourceLoc
 from trnsim.nki import dtypes
 
@@ -30,7 +31,7 @@ class DynSlice:
 class NkiTensor(View):
     """A tensor on HBM, SBUF or PSUM, or a view on one."""
 
-    __slots__ = ()
+    __slots__ = ("_region",)
 
     # --- attributes -------------------------------------------------------------------------
     @property
@@ -64,43 +65,53 @@ class NkiTensor(View):
     def __bool__(self) -> bool:
         return True
 
+    def region(self) -> Region:
+        """The trace's description of this operand, made once: a view never changes, and a tile
+        is often the operand of many instructions."""
+        region = getattr(self, "_region", None)
+        if region is None:
+            region = self._region = super().region()
+        return region
+
     def _derive(self, shape, strides, offset, dtype=None) -> NkiTensor:
         return NkiTensor(self.storage, tuple(shape), tuple(strides), int(offset), dtype or self.element)
 
     # --- indexing ---------------------------------------------------------------------------
     def __getitem__(self, key) -> NkiTensor:
-        keys = list(key) if isinstance(key, tuple) else [key]
-        if any(k is Ellipsis for k in keys):
-            at = keys.index(Ellipsis)
-            keys[at:at + 1] = [slice(None)] * (self.ndim - len(keys) + 1)
-        if len(keys) > self.ndim:
-            raise ShapeError(f"{len(keys)} indices for a {self.ndim}-d tensor {self.name!r}")
-        keys += [slice(None)] * (self.ndim - len(keys))
+        keys, ndim = (key if isinstance(key, tuple) else (key,)), len(self.shape)
+        for at, k in enumerate(keys):
+            if k is Ellipsis:
+                keys = keys[:at] + (slice(None),) * (ndim - len(keys) + 1) + keys[at + 1:]
+                break
+        if len(keys) > ndim:
+            raise ShapeError(f"{len(keys)} indices for a {ndim}-d tensor {self.name!r}")
         shape, strides, offset = [], [], self.offset
-        for dim, (k, size, stride) in enumerate(zip(keys, self.shape, self.strides, strict=True)):
-            start, count, step, keep = self._resolve(k, size, dim)
+        for dim, k in enumerate(keys):
+            stride = self.strides[dim]
+            start, count, step, keep = self._resolve(k, self.shape[dim], dim)
             offset += start * stride
             if keep:
                 shape.append(count)
                 strides.append(stride * step)
-        return self._derive(shape, strides, offset)
+        # Dims without an index are kept whole, as `slice(None)` would keep them.
+        indexed = len(keys)
+        return self._derive((*shape, *self.shape[indexed:]), (*strides, *self.strides[indexed:]), offset)
 
     def _resolve(self, key, size: int, dim: int) -> tuple[int, int, int, bool]:
         """(start, count, step, keep-dim) for one index, bounds-checked."""
-        if isinstance(key, DynSlice):
-            start = _int(key.start)
-            count, step = key.size, key.step
-        elif isinstance(key, slice):
+        if isinstance(key, slice):
             if (key.stop is not None and _int(key.stop) > size) or (key.start is not None
                                                                     and _int(key.start) > size):
                 self._oob(dim, key, size)
             start, stop, step = key.indices(size)
             count = max(0, -(-(stop - start) // step))
+        elif isinstance(key, DynSlice):
+            start = _int(key.start)
+            count, step = key.size, key.step
         else:
             start = _int(key)
             if start < 0:
                 start += size
-            count, step = 1, 1
             if not 0 <= start < size:
                 self._oob(dim, key, size)
             keep = dim == 0 and self.storage.memory is not Memory.HBM
@@ -367,6 +378,8 @@ def _groups(side: str) -> list[list[str]]:
 
 def _int(value) -> int:
     """A static index, or the current value of a register (simulate mode only)."""
+    if type(value) is int:  # the common case, first: no attribute probe
+        return value
     if hasattr(value, "read_value"):
         return value.read_value()
     return int(value)
