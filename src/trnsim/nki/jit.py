@@ -102,8 +102,11 @@ def run(kernel: Kernel, args, kwargs, *, target: str | None, with_values: bool):
     programs = prod(kernel.grid) if kernel.grid else 1
     launch = Launch(target, programs if programs == 2 else 1)
     settings = config.current()
+    # The two cores of an LNC=2 launch run as threads that share HBM: they execute eagerly, so no
+    # thread ever runs another's deferred queue.
+    eager = settings.eager or launch.barrier is not None
     cores = [NeuronCore(spec, launch, with_values=with_values, strict=settings.strict, program_id=p,
-                        grid=kernel.grid, eager=settings.eager) for p in range(programs)]
+                        grid=kernel.grid, eager=eager) for p in range(programs)]
     token = backend.activate(cores[0])
     try:
         kind, hbm_args, hbm_kwargs = interop.to_hbm(args, kwargs, "shared_hbm" if programs > 1 else "hbm")
