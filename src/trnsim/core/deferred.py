@@ -64,13 +64,16 @@ class DeferredQueue:
         if not self.entries and not is_matmul:
             run_instruction(ins, inputs, outputs, self.state, False)
             return
-        reads = {v.storage.id for v in inputs}
-        writes = {v.storage.id for v in outputs}
-        if is_matmul and (reads & self.written or writes & self.touched):
-            self.flush()
-        if not is_matmul:
-            self.written |= writes
-            self.touched |= reads | writes
+        if is_matmul:
+            if (any(v.storage.id in self.written for v in inputs)
+                    or any(v.storage.id in self.touched for v in outputs)):
+                self.flush()
+        else:
+            for view in outputs:
+                self.written.add(view.storage.id)
+                self.touched.add(view.storage.id)
+            for view in inputs:
+                self.touched.add(view.storage.id)
         self.entries.append(Queued(ins, self._detach(inputs), self._detach(outputs)))
 
     def _detach(self, views: tuple[View, ...]) -> tuple[View, ...]:
