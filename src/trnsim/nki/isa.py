@@ -113,7 +113,7 @@ class _Inputs(list):
 
 
 def _issue(opcode: Opcode, dst, srcs, params, engine_choice=None, name=None):
-    backend.issue(opcode, dst, tuple(srcs), params, engine_choice, name or "")
+    backend.issue(opcode, dst, srcs, params, engine_choice, name or "")
     return dst[0] if isinstance(dst, tuple) else dst
 
 
