@@ -5,6 +5,7 @@ and compares values, traces and errors. Grids of matmuls run as one GEMM per K s
 values may differ from eager ones in the last fp32 bits only."""
 
 import contextlib
+import contextvars
 import io
 
 import numpy as np
@@ -135,16 +136,20 @@ def test_reading_a_tile_from_python_runs_the_queue_first():
 
 
 def test_an_earlier_execution_error_is_reported_before_a_later_one():
-    """The gather's out-of-range row fails when it executes (queued behind a matmul); the
-    oversized tile on a later line must not hide it."""
+    """The gather's out-of-range row fails when its segment executes (on the worker thread, once
+    the last matmul starts a new segment); the oversized tile on a later line must not hide it."""
     data = np.ones((128, 128), np.float32)
 
     @nki.jit
     def faulty(a, rows):
-        acc = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
-        nisa.nc_matmul(dst=acc, stationary=nl.load(a), moving=nl.load(a))
+        tile = nl.load(a)
+        for _ in range(2):
+            acc = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+            nisa.nc_matmul(dst=acc, stationary=tile, moving=tile)
         gathered = nl.ndarray((2, 128), dtype=nl.float32, buffer=nl.sbuf)
         nisa.dma_copy(dst=gathered, src=a.vector_select(0, nl.load(rows)))
+        again = nl.load(a)
+        nisa.nc_matmul(dst=acc, stationary=again, moving=again)
         nl.ndarray((256, 4), dtype=nl.float32, buffer=nl.sbuf)  # partition dim over 128
         return acc
 
@@ -172,3 +177,32 @@ def test_a_first_matmul_that_accumulates_still_warns_and_adds():
         return out
 
     assert np.all(nki.simulate(accumulate_first)(ones) == 257.0)
+
+
+def test_stochastic_rounding_draws_continue_across_segments(monkeypatch):
+    """Segments run on a worker thread draw from the same rounding stream as eager execution:
+    with SR on, deferred and eager bf16 results differ only where the fp32 sums do."""
+    monkeypatch.setenv("NEURON_RT_STOCHASTIC_ROUNDING_EN", "1")
+    monkeypatch.setenv("NEURON_RT_STOCHASTIC_ROUNDING_SEED", "5")
+    lhsT, rhs = _inputs(k=256, m=512, n=512)
+    lhsT = np.concatenate([lhsT, lhsT], axis=1)  # two blocks of 512 columns: two segments
+
+    def run(eager):
+        with trnsim.config.override(eager=eager):
+            return np.asarray(nki.simulate(two_blocks)(lhsT, rhs), np.float32)
+    deferred_out = contextvars.Context().run(run, False)  # each from a freshly seeded stream
+    eager_out = contextvars.Context().run(run, True)
+    assert np.mean(deferred_out != eager_out) < 0.01
+    monkeypatch.setenv("NEURON_RT_STOCHASTIC_ROUNDING_EN", "0")
+    assert np.mean(deferred_out != contextvars.Context().run(run, False)) > 0.2  # SR was on
+
+
+@nki.jit
+def two_blocks(lhsT, rhs):
+    """blocked_matmul's body over two 512-column halves of lhsT, bf16 results."""
+    half = lhsT.shape[1] // 2
+    out = nl.ndarray((lhsT.shape[1], rhs.shape[1]), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    for block in range(2):
+        part = blocked_matmul.fn(lhsT[:, block * half:(block + 1) * half], rhs, nl.bfloat16)
+        nisa.dma_copy(dst=out[block * half:(block + 1) * half, :], src=part)
+    return out

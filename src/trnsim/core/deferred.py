@@ -20,16 +20,23 @@ The rules that make reordering safe:
 * Queued operands point at `Buffer.clone()`s, so a tile the kernel drops is freed exactly when it
   would be without the queue: allocation, addresses and the trace never depend on deferral.
 
+* A segment with a grid runs on a worker thread while the kernel's Python goes on issuing the
+  next one (BLAS releases the GIL); segments still run one after another, in order, and every
+  `flush` waits for the worker, so only the wall time changes.
+
 Matmuls that do not form such a grid run one by one, as before. Strict mode and
 `config.override(eager=True)` execute every instruction when it is issued.
 """
 
 from __future__ import annotations
 
+import contextvars
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
+from trnsim import numerics
 from trnsim.core import blas
 from trnsim.core.execute import F32, f32_reused, settle
 from trnsim.core.execute import run as run_instruction
@@ -54,20 +61,22 @@ class DeferredQueue:
         self.clones: dict[int, object] = {}  # buffer id -> the clone queued operands use
         self.written: set[int] = set()  # buffers queued non-matmuls write
         self.touched: set[int] = set()  # ... or read
+        self.running: Future | None = None  # the segment on the worker thread
+        self.worker: ThreadPoolExecutor | None = None  # made on first use, ended by close()
 
     def __bool__(self) -> bool:
-        return bool(self.entries)
+        return bool(self.entries) or self.running is not None
 
     def add(self, ins: Instruction, inputs: tuple[View, ...], outputs: tuple[View, ...]) -> None:
         """Queue an instruction, or run it now when it cannot pay off (no matmul queued yet)."""
         is_matmul = ins.opcode is Opcode.MATMUL
-        if not self.entries and not is_matmul:
+        if not self and not is_matmul:
             run_instruction(ins, inputs, outputs, self.state, False)
             return
         if is_matmul:
             if (any(v.storage.id in self.written for v in inputs)
                     or any(v.storage.id in self.touched for v in outputs)):
-                self.flush()
+                self._start()
         else:
             for view in outputs:
                 self.written.add(view.storage.id)
@@ -86,12 +95,48 @@ class DeferredQueue:
             detached.append(view.on(clone))
         return tuple(detached)
 
-    def flush(self) -> None:
-        """Run the segment: its matmul grids as GEMMs, the other matmuls, then everything else."""
-        if not self.entries:
-            return
+    def _take(self) -> list[Queued]:
+        """The queued segment; the queue starts a new one."""
         entries = self.entries
         self.entries, self.clones, self.written, self.touched = [], {}, set(), set()
+        return entries
+
+    def _start(self) -> None:
+        """Hand the segment to the worker (after the previous one) and open a new one."""
+        entries = self._take()
+        self._wait()
+        if sum(e.ins.opcode is Opcode.MATMUL for e in entries) < 2:
+            self._run(entries)  # nothing to group: not worth a thread switch
+        else:
+            if self.worker is None:
+                self.worker = ThreadPoolExecutor(1, thread_name_prefix="trnsim-segment")
+            # Settings (config.override) and the stochastic-rounding stream live in contextvars; made
+            # now, the stream is one Generator that the worker's copy of the context shares.
+            numerics.random_stream()
+            self.running = self.worker.submit(contextvars.copy_context().run, self._run, entries)
+
+    def _wait(self) -> None:
+        running, self.running = self.running, None
+        if running is not None:
+            running.result()  # re-raises the segment's execution error here, in the kernel's thread
+
+    def flush(self) -> None:
+        """Execute everything queued; return when it is done."""
+        entries = self._take()
+        self._wait()
+        self._run(entries)
+
+    def close(self) -> None:
+        """Execute everything queued and end the worker thread (the launch is over)."""
+        try:
+            self.flush()
+        finally:
+            if self.worker is not None:
+                self.worker.shutdown()
+                self.worker = None
+
+    def _run(self, entries: list[Queued]) -> None:
+        """Run a segment: its matmul grids as GEMMs, the other matmuls, then everything else."""
         matmuls = [e for e in entries if e.ins.opcode is Opcode.MATMUL]
         done = run_grids(matmuls)
         for entry in entries:
