@@ -41,7 +41,7 @@ def new_tensor(shape, dtype, buffer=dtypes.SBUF, name: str = "", address=None,
                values: np.ndarray | None = None, kernel_made: bool = True) -> NkiTensor:
     """Allocate a tensor in `buffer` (a memory region); on-chip ones take SBUF/PSUM space."""
     running = core()
-    shape = tuple(int(s) for s in (shape if isinstance(shape, tuple | list) else (shape,)))
+    shape = tuple([int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,))])
     element = dtypes.dtype(dtype)
     place = dtypes.region(buffer)
     if not name:  # unnamed tiles are called after the line that made them, e.g. "softmax:14"
