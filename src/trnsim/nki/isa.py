@@ -93,7 +93,10 @@ def op_name(op) -> str:
     name = getattr(op, "nki_op", None) or getattr(op, "value", None) or getattr(op, "__name__", None)
     if not isinstance(name, str):
         raise UnsupportedError(f"operator {op!r} is not known", what=repr(op))
-    return {"absolute": "abs", "true_divide": "divide", "invert": "bitwise_not"}.get(name, name)
+    return _OP_ALIASES.get(name, name)
+
+
+_OP_ALIASES = {"absolute": "abs", "true_divide": "divide", "invert": "bitwise_not"}  # numpy name -> NKI name
 
 
 def _enum_value(value):
