@@ -10,7 +10,8 @@ K tile in issue order, as running the instructions one by one. Only the rounding
 can differ, as it does between BLAS builds (the hardware's PE order is not modelled either).
 
 The rules that make reordering safe:
-* The queue holds one segment. It starts at a matmul; every later instruction joins it, except a
+* The queue holds one segment. It starts at a matmul (or at any instruction while the worker
+  thread below still runs the previous segment); every later instruction joins it, except a
   matmul that reads a buffer a queued non-matmul writes, or writes a buffer a queued non-matmul
   reads or writes: the segment runs first. So running all of a segment's matmuls before its other
   instructions (which keep their order) gives the values that issue order gives.
@@ -19,7 +20,6 @@ The rules that make reordering safe:
   instructions whose values the front end moves itself, a failing check, and the kernel's end.
 * Queued operands point at `Buffer.clone()`s, so a tile the kernel drops is freed exactly when it
   would be without the queue: allocation, addresses and the trace never depend on deferral.
-
 * A segment with a grid runs on a worker thread while the kernel's Python goes on issuing the
   next one (BLAS releases the GIL); segments still run one after another, in order, and every
   `flush` waits for the worker, so only the wall time changes.
