@@ -89,7 +89,7 @@ RECORDS = [
         out_buffer="psum", atol=1e-4),
     OpRecord("nc_matmul_is_transpose", lambda d, s, m: nisa.nc_matmul(dst=d, stationary=s, moving=m,
                                                                      is_transpose=True),
-             [np.eye(128, dtype=f32), rand(128, 32)], lambda s, m: m.T, (32, 128), out_buffer="psum", atol=0),
+             [rand(128, 32), np.eye(128, dtype=f32)], lambda s, m: s.T, (32, 128), out_buffer="psum", atol=0),
     OpRecord("nc_matmul_double_row_fp8", lambda d, s, m: nisa.nc_matmul(
         dst=d, stationary=s, moving=m, perf_mode=nisa.matmul_perf_mode.double_row),
         [rand(128, 2, 32, dtype=ml_dtypes.float8_e4m3), rand(128, 2, 64, dtype=ml_dtypes.float8_e4m3)],

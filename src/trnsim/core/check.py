@@ -120,11 +120,11 @@ def _matmul(ins: Instruction, core) -> None:
             _fail(ShapeError, ins, f"{label} is {value}; the limit on {core.name} is {limit}",
                   hint="tile the matmul")
     _matmul_tiling(ins, core, stationary.partition_count, m_free)
-    if ins.param("is_transpose"):
-        return
     if dst.partition_count != m_free or _free(dst) != n_free:
         _fail(ShapeError, ins, f"dst {dst.name!r} is [{dst.partition_count}, {_free(dst)}] but "
               f"stationary.T @ moving is [{m_free}, {n_free}]")
+    if ins.param("is_transpose"):
+        return  # transpose mode may write 16-bit results and pair any dtypes: bits move unchanged
     _matmul_dtypes(ins, core, stationary.dtype, moving.dtype, dst.dtype)
     _psum_bank(ins, core, dst)
 

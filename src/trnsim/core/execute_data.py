@@ -108,11 +108,28 @@ def _contraction_operands(ins: Instruction, io: Operands) -> tuple[np.ndarray, n
     return stationary.reshape(rows, -1), moving.reshape(moving.shape[0], -1)
 
 
+def _transpose_mode(io: Operands) -> None:
+    """is_transpose (trn2+): the data to transpose is the stationary tile and moving is a 0/1
+    identity-like tile (SDK Trainium2 architecture guide), so dst[m, n] = stationary[k_n, m] with
+    k_n the row of moving's one in column n. Bits pass unchanged (NaN, Inf), cast if the dtypes
+    differ. A moving tile that is not one-hot gets the ordinary fp32 product."""
+    stationary = io.raw(0).reshape(io.inputs[0].shape[0], -1)
+    moving = io.f32(1).reshape(io.inputs[1].shape[0], -1)
+    ones = moving == 1
+    if not (np.all(ones.sum(axis=0) == 1) and np.all(ones | (moving == 0))):
+        io.write(0, stationary.astype(F32).T @ moving)
+        return
+    picked = stationary[ones.argmax(axis=0)].T  # [M, N]
+    if picked.dtype == io.out(0).element.numpy:
+        io.write_raw(0, np.ascontiguousarray(picked))
+    else:
+        io.write(0, picked.astype(F32))
+
+
 @EXECUTE.register(Opcode.MATMUL)
 def _matmul(ins: Instruction, io: Operands) -> None:
     """dst[M, N] = stationary[K, M].T @ moving[K, N], fp32 accumulate in PSUM."""
     if ins.param("is_transpose"):
-        moving = io.raw(1)
-        io.write_raw(0, np.ascontiguousarray(moving.reshape(moving.shape[0], -1).T))
+        _transpose_mode(io)
         return
     accumulate_matmul(io, _contraction_operands(ins, io), ins.param("accumulate"))
