@@ -121,3 +121,20 @@ def test_every_engine_spelling_resolves_to_its_engine():
         assert backend._engine(none) is None
     with pytest.raises(ValueError, match="bogus"):
         backend._engine("bogus")
+
+
+@pytest.mark.parametrize("pattern,offset,message", [
+    ([[32, 256], [1, 32]], 0, "partition dimension of .* is 256 \\(partitions 0..255\\)"),
+    ([[16, 64], [1, 16]], 100 * 64, "is 64 \\(partitions 100..163\\)"),
+    ([[64, 32], [1, 64]], 16 * 64, "starts at partition 16 with 32 partitions"),
+])
+def test_partition_ranges_are_checked_from_any_start(pattern, offset, message):
+    """The check skips the partition rules only for accesses that start at partition 0 and fit."""
+    def kernel(a):
+        tile = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=tile, value=0.0)
+        view = tile.ap(pattern, offset=offset)
+        nisa.tensor_scalar(dst=view, data=view, op0=nl.add, operand0=1.0)
+
+    with pytest.raises(ShapeError, match=message):
+        nki.simulate(kernel, target="trn2")(np.zeros(1, np.float32))
