@@ -44,6 +44,10 @@ from trnsim.core.isa import Memory, Opcode
 from trnsim.core.memory import GatherView, View
 from trnsim.core.trace import Instruction
 
+SEGMENT_MATMULS = 256
+"""A segment holding this many matmuls goes to the worker at the next chain boundary (a matmul
+after a non-matmul), so GEMMs start while the kernel issues the rest of a large block."""
+
 
 @dataclass(slots=True)
 class Queued:
@@ -61,6 +65,7 @@ class DeferredQueue:
         self.clones: dict[int, object] = {}  # buffer id -> the clone queued operands use
         self.written: set[int] = set()  # buffers queued non-matmuls write
         self.touched: set[int] = set()  # ... or read
+        self.matmuls = 0  # queued matmuls
         self.running: Future | None = None  # the segment on the worker thread
         self.worker: ThreadPoolExecutor | None = None  # made on first use, ended by close()
 
@@ -74,9 +79,12 @@ class DeferredQueue:
             run_instruction(ins, inputs, outputs, self.state, False)
             return
         if is_matmul:
-            if (any(v.storage.id in self.written for v in inputs)
-                    or any(v.storage.id in self.touched for v in outputs)):
+            conflict = (any(v.storage.id in self.written for v in inputs)
+                        or any(v.storage.id in self.touched for v in outputs))
+            full = self.matmuls >= SEGMENT_MATMULS and self.entries[-1].ins.opcode is not Opcode.MATMUL
+            if conflict or full:
                 self._start()
+            self.matmuls += 1
         else:
             for view in outputs:
                 self.written.add(view.storage.id)
@@ -99,6 +107,7 @@ class DeferredQueue:
         """The queued segment; the queue starts a new one."""
         entries = self.entries
         self.entries, self.clones, self.written, self.touched = [], {}, set(), set()
+        self.matmuls = 0
         return entries
 
     def _start(self) -> None:
