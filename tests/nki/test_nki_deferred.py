@@ -206,3 +206,12 @@ def two_blocks(lhsT, rhs):
         part = blocked_matmul.fn(lhsT[:, block * half:(block + 1) * half], rhs, nl.bfloat16)
         nisa.dma_copy(dst=out[block * half:(block + 1) * half, :], src=part)
     return out
+
+
+def test_a_full_segment_is_cut_at_a_chain_boundary(grids, monkeypatch):
+    """With room for 6 matmuls, each 3-step chain pair becomes its own grid; values still match."""
+    monkeypatch.setattr(deferred, "SEGMENT_MATMULS", 6)
+    lhsT, rhs = _inputs()
+    result = nki.simulate(blocked_matmul)(lhsT, rhs)
+    assert grids == [(2, 3), (2, 3)]  # one output row of 2 tiles per segment
+    np.testing.assert_allclose(result, lhsT.T.astype(np.float64) @ rhs, rtol=1e-4, atol=1e-3)
