@@ -93,13 +93,16 @@ class Buffer:
     def clone(self) -> Buffer:
         """The same values, written flags and shadow, without the allocation (no finaliser)."""
         twin = Buffer.__new__(Buffer)
-        for name in Buffer.__slots__[:-2]:
+        for name in _CLONED:
             setattr(twin, name, getattr(self, name))
         twin.queue = None
         return twin
 
     def __repr__(self) -> str:
         return f"{self.memory.value}:{self.name}{list(self.shape)} {self.dtype.name}"
+
+
+_CLONED = tuple(name for name in Buffer.__slots__ if name not in ("queue", "__weakref__"))
 
 
 class _Shadow:
