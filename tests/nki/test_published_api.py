@@ -160,3 +160,30 @@ def test_indirect_gather_add_scatter_updates_the_input_in_place():
     expected[rows] += delta
     np.testing.assert_allclose(returned, expected, rtol=1e-6)
     np.testing.assert_allclose(updated, expected, rtol=1e-6)
+
+
+# --- integer bit patterns through bitwise ops (radix selection on float bits) -----------------
+def test_bitwise_results_keep_every_bit_of_large_int32_values():
+    """OR-ing bits into a float's int32 pattern (values near 2**30) must not detour through fp32,
+    which would round away the low bits; the pattern then reads back as the float it encodes."""
+    floats = RNG.uniform(1.0, 2.0, (16, 8)).astype(np.float32)
+    patterns = floats.view(np.int32)
+    high, low = patterns & ~np.int32(0xFF), patterns & np.int32(0xFF)
+
+    def kernel(h, lo):
+        hi_t, lo_t = on_chip(h), on_chip(lo)
+        joined = nl.ndarray((16, 8), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=joined, data1=hi_t, data2=lo_t, op=nl.bitwise_or)
+        masked = nl.ndarray((16, 8), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=masked, data=joined, op0=nl.bitwise_and, operand0=lo_t[:, 0:1])
+        folded = nl.ndarray((16, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.tensor_reduce(dst=folded, op=nl.bitwise_or, data=joined, axis=1)
+        as_float = nl.ndarray((16, 8), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=as_float, src=joined.view(nl.float32))
+        return to_hbm(joined), to_hbm(masked), to_hbm(folded), to_hbm(as_float)
+
+    joined, masked, folded, as_float = nki.simulate(kernel)(high, low)
+    np.testing.assert_array_equal(joined, patterns)
+    np.testing.assert_array_equal(masked, patterns & low[:, 0:1])
+    np.testing.assert_array_equal(folded[:, 0], np.bitwise_or.reduce(patterns, axis=1))
+    np.testing.assert_array_equal(as_float, floats)

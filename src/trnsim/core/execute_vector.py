@@ -7,7 +7,7 @@ import numpy as np
 from trnsim.core import alu
 from trnsim.core.execute import EXECUTE, F32, Operands
 from trnsim.core.isa import Opcode
-from trnsim.core.trace import Instruction
+from trnsim.core.trace import InputRef, Instruction
 from trnsim.errors import UnsupportedError
 
 
@@ -77,11 +77,30 @@ def _per_partition(value, ndim: int):
     return np.float32(value) if not isinstance(value, np.ndarray) else value
 
 
+def _write_exact(io: Operands, index: int, values) -> None:
+    """Integer results of bitwise ops keep every bit in an integer destination (the fp32 cast engine
+    results take would round values past 2**24, e.g. an OR into a float's int32 bit pattern);
+    other results are cast as usual."""
+    view, values = io.out(index), np.asarray(values)
+    if values.dtype.kind not in "iu" or view.element.numpy.kind not in "iu":
+        io.write(index, values)
+        return
+    if values.size == int(np.prod(view.shape)):
+        values = values.reshape(view.shape)
+    io.write_raw(index, np.broadcast_to(values, view.shape).astype(view.element.numpy))
+
+
+def _operand(io: Operands, key: str, bits: bool):
+    """A scalar operand: a bitwise op reads a tile operand's stored integers, not their fp32 values."""
+    ref = io.ins.params.get(key)
+    return io.raw(ref.index) if bits and isinstance(ref, InputRef) else io.value(key)
+
+
 @EXECUTE.register(Opcode.TENSOR_TENSOR)
 def _tensor_tensor(ins: Instruction, io: Operands) -> None:
     op = ins.param("op")
     if op in alu.BITWISE:
-        io.write(0, _binary(op, io.raw(0), io.raw(1)))
+        _write_exact(io, 0, _binary(op, io.raw(0), io.raw(1)))
     else:
         io.write(0, _binary(op, io.f32(0), io.f32(1)))
 
@@ -89,17 +108,18 @@ def _tensor_tensor(ins: Instruction, io: Operands) -> None:
 def _tensor_scalar_values(ins: Instruction, io: Operands) -> np.ndarray:
     raw = ins.param("op0") in alu.BITWISE
     data = io.raw(0) if raw else io.f32(0)
-    out = _binary(ins.param("op0"), data, _per_partition(io.value("operand0"), data.ndim),
+    out = _binary(ins.param("op0"), data, _per_partition(_operand(io, "operand0", raw), data.ndim),
                   ins.param("reverse0", False))
     if ins.param("op1") is not None:
-        out = _binary(ins.param("op1"), out, _per_partition(io.value("operand1"), data.ndim),
+        bits = ins.param("op1") in alu.BITWISE
+        out = _binary(ins.param("op1"), out, _per_partition(_operand(io, "operand1", bits), data.ndim),
                       ins.param("reverse1", False))
     return out
 
 
 @EXECUTE.register(Opcode.TENSOR_SCALAR)
 def _tensor_scalar(ins: Instruction, io: Operands) -> None:
-    io.write(0, _tensor_scalar_values(ins, io))
+    _write_exact(io, 0, _tensor_scalar_values(ins, io))
 
 
 @EXECUTE.register(Opcode.TENSOR_SCALAR_REDUCE)
@@ -121,12 +141,13 @@ def _scalar_tensor_tensor(ins: Instruction, io: Operands) -> None:
 
 @EXECUTE.register(Opcode.TENSOR_REDUCE)
 def _tensor_reduce(ins: Instruction, io: Operands) -> None:
-    data = io.raw(0) if ins.param("op") in alu.BITWISE else io.f32(0)
-    axes = ins.param("axis")
-    result = np.asarray(alu.reduce(ins.param("op"), data, axis=axes), F32)
+    bits = ins.param("op") in alu.BITWISE
+    data = io.raw(0) if bits else io.f32(0)
+    result = np.asarray(alu.reduce(ins.param("op"), data, axis=ins.param("axis")))
+    result = result if bits else result.astype(F32)
     if ins.param("negate"):
         result = -result
-    io.write(0, result.reshape(io.out(0).shape))
+    _write_exact(io, 0, result.reshape(io.out(0).shape))
 
 
 @EXECUTE.register(Opcode.TENSOR_TENSOR_SCAN)
