@@ -187,3 +187,15 @@ def test_bitwise_results_keep_every_bit_of_large_int32_values():
     np.testing.assert_array_equal(masked, patterns & low[:, 0:1])
     np.testing.assert_array_equal(folded[:, 0], np.bitwise_or.reduce(patterns, axis=1))
     np.testing.assert_array_equal(as_float, floats)
+
+
+# --- import paths the published kernels use ------------------------------------------------------
+def test_isa_enums_import_from_nki_isa_constants():
+    """nki-library modules write `from nki.isa.constants import dge_mode, oob_mode`."""
+    from trnsim.nki import compat
+    was_enabled = compat.is_enabled()
+    with compat.enabled():
+        from nki.isa.constants import dge_mode, engine, oob_mode  # noqa: PLC0415
+        assert dge_mode is nisa.dge_mode and oob_mode is nisa.oob_mode and engine is nisa.engine
+    assert compat.is_enabled() == was_enabled
+    assert was_enabled or not hasattr(nisa, "constants"), "disabling left nki.isa.constants on trnsim.nki.isa"
