@@ -19,7 +19,8 @@ F32 = np.float32
 
 
 def _bitwise(fn: Callable) -> Callable:
-    """Integer ops see bit patterns: fp32 operands are viewed as int32, results viewed back."""
+    """Integer ops on integers: integer tiles give their stored values (so their bit patterns); a
+    float operand (an fp32 tile or a scalar, which arrives as fp32) is converted by value."""
     def apply(a, b):
         a_int, b_int = _as_bits(a), _as_bits(b)
         return fn(a_int, b_int)
