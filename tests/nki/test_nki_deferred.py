@@ -136,8 +136,8 @@ def test_reading_a_tile_from_python_runs_the_queue_first():
 
 
 def test_an_earlier_execution_error_is_reported_before_a_later_one():
-    """The gather's out-of-range row fails when its segment executes (on the worker thread, once
-    the last matmul starts a new segment); the oversized tile on a later line must not hide it."""
+    """The gather's out-of-range row fails when its segment executes (once the last matmul starts
+    a new segment); the oversized tile on a later line must not hide it."""
     data = np.ones((128, 128), np.float32)
 
     @nki.jit
@@ -180,8 +180,8 @@ def test_a_first_matmul_that_accumulates_still_warns_and_adds():
 
 
 def test_stochastic_rounding_draws_continue_across_segments(monkeypatch):
-    """Segments run on a worker thread draw from the same rounding stream as eager execution:
-    with SR on, deferred and eager bf16 results differ only where the fp32 sums do."""
+    """Deferred segments draw from the rounding stream in the order eager execution does: with SR
+    on, deferred and eager bf16 results differ only where the fp32 sums do."""
     monkeypatch.setenv("NEURON_RT_STOCHASTIC_ROUNDING_EN", "1")
     monkeypatch.setenv("NEURON_RT_STOCHASTIC_ROUNDING_SEED", "5")
     lhsT, rhs = _inputs(k=256, m=512, n=512)

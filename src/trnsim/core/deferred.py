@@ -10,8 +10,7 @@ K tile in issue order, as running the instructions one by one. Only the rounding
 can differ, as it does between BLAS builds (the hardware's PE order is not modelled either).
 
 The rules that make reordering safe:
-* The queue holds one segment. It starts at a matmul (or at any instruction while the worker
-  thread below still runs the previous segment); every later instruction joins it, except a
+* The queue holds one segment. It starts at a matmul; every later instruction joins it, except a
   matmul that reads a buffer a queued non-matmul writes, or writes a buffer a queued non-matmul
   reads or writes: the segment runs first. So running all of a segment's matmuls before its other
   instructions (which keep their order) gives the values that issue order gives.
@@ -20,9 +19,9 @@ The rules that make reordering safe:
   instructions whose values the front end moves itself, a failing check, and the kernel's end.
 * Queued operands point at `Buffer.clone()`s, so a tile the kernel drops is freed exactly when it
   would be without the queue: allocation, addresses and the trace never depend on deferral.
-* A segment with a grid runs on a worker thread while the kernel's Python goes on issuing the
-  next one (BLAS releases the GIL); segments still run one after another, in order, and every
-  `flush` waits for the worker, so only the wall time changes.
+* A segment also ends, at the next chain boundary, once it holds SEGMENT_MATMULS matmuls: queued
+  operands keep their tiles' values alive, and a bounded segment lets numpy reuse that memory
+  and keeps a grid's output block cache-sized.
 
 Matmuls that do not form such a grid run one by one, as before. Strict mode and
 `config.override(eager=True)` execute every instruction when it is issued.
@@ -30,13 +29,10 @@ Matmuls that do not form such a grid run one by one, as before. Strict mode and
 
 from __future__ import annotations
 
-import contextvars
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-from trnsim import numerics
 from trnsim.core import blas
 from trnsim.core.execute import F32, f32_reused, settle
 from trnsim.core.execute import run as run_instruction
@@ -45,8 +41,9 @@ from trnsim.core.memory import GatherView, View
 from trnsim.core.trace import Instruction
 
 SEGMENT_MATMULS = 256
-"""A segment holding this many matmuls goes to the worker at the next chain boundary (a matmul
-after a non-matmul), so GEMMs start while the kernel issues the rest of a large block."""
+"""A segment holding this many matmuls runs at the next chain boundary (a matmul after a
+non-matmul). 256 matmuls of 128 x 128 x 512 are ~4 GFLOP: GEMMs stay large, memory stays bounded
+(measured on the 2-core project machine: 256 beat both 128 and one segment per whole block)."""
 
 
 @dataclass(slots=True)
@@ -66,11 +63,9 @@ class DeferredQueue:
         self.written: set[int] = set()  # buffers queued non-matmuls write
         self.touched: set[int] = set()  # ... or read
         self.matmuls = 0  # queued matmuls
-        self.running: Future | None = None  # the segment on the worker thread
-        self.worker: ThreadPoolExecutor | None = None  # made on first use, ended by close()
 
     def __bool__(self) -> bool:
-        return bool(self.entries) or self.running is not None
+        return bool(self.entries)
 
     def add(self, ins: Instruction, inputs: tuple[View, ...], outputs: tuple[View, ...]) -> None:
         """Queue an instruction, or run it now when it cannot pay off (no matmul queued yet)."""
@@ -83,7 +78,7 @@ class DeferredQueue:
                         or any(v.storage.id in self.touched for v in outputs))
             full = self.matmuls >= SEGMENT_MATMULS and self.entries[-1].ins.opcode is not Opcode.MATMUL
             if conflict or full:
-                self._start()
+                self.flush()
             self.matmuls += 1
         else:
             for view in outputs:
@@ -103,51 +98,13 @@ class DeferredQueue:
             detached.append(view.on(clone))
         return tuple(detached)
 
-    def _take(self) -> list[Queued]:
-        """The queued segment; the queue starts a new one."""
+    def flush(self) -> None:
+        """Run the segment: its matmul grids as GEMMs, the other matmuls, then everything else."""
         entries = self.entries
         self.entries, self.clones, self.written, self.touched = [], {}, set(), set()
         self.matmuls = 0
-        return entries
-
-    def _start(self) -> None:
-        """Hand the segment to the worker (after the previous one) and open a new one."""
-        entries = self._take()
-        self._wait()
-        if sum(e.ins.opcode is Opcode.MATMUL for e in entries) < 2:
-            self._run(entries)  # nothing to group: not worth a thread switch
-        else:
-            if self.worker is None:
-                self.worker = ThreadPoolExecutor(1, thread_name_prefix="trnsim-segment")
-            # Settings (config.override) and the stochastic-rounding stream live in contextvars; made
-            # now, the stream is one Generator that the worker's copy of the context shares.
-            numerics.random_stream()
-            self.running = self.worker.submit(contextvars.copy_context().run, self._run, entries)
-
-    def _wait(self) -> None:
-        running, self.running = self.running, None
-        if running is not None:
-            running.result()  # re-raises the segment's execution error here, in the kernel's thread
-
-    def flush(self) -> None:
-        """Execute everything queued; return when it is done."""
-        entries = self._take()
-        self._wait()
-        self._run(entries)
-
-    def close(self) -> None:
-        """Execute everything queued and end the worker thread (the launch is over)."""
-        try:
-            self.flush()
-        finally:
-            if self.worker is not None:
-                self.worker.shutdown()
-                self.worker = None
-
-    def _run(self, entries: list[Queued]) -> None:
-        """Run a segment: its matmul grids as GEMMs, the other matmuls, then everything else."""
         matmuls = [e for e in entries if e.ins.opcode is Opcode.MATMUL]
-        done = run_grids(matmuls)
+        done = run_grids(matmuls) if len(matmuls) > 1 else set()
         for entry in entries:
             if id(entry) not in done:
                 run_instruction(entry.ins, entry.inputs, entry.outputs, self.state, False)

@@ -109,10 +109,6 @@ class NeuronCore:
         if self.queue:
             self.queue.flush()
 
-    def close(self) -> None:
-        """The program is over: execute what is queued and end the queue's worker thread."""
-        if self.queue is not None:
-            self.queue.close()
 
     @property
     def trace(self) -> Trace:

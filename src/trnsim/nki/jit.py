@@ -129,7 +129,7 @@ def _launch(fn, cores, args, kwargs) -> list:
         token = backend.activate(cores[index])
         try:
             results[index] = fn(*args, **kwargs)
-            cores[index].close()
+            cores[index].flush()
         except BaseException as error:  # re-raised in the caller's thread below
             errors.append(_first_error(cores[index], error))
             if cores[index].launch.barrier is not None:
@@ -156,7 +156,7 @@ def _launch(fn, cores, args, kwargs) -> list:
 def _first_error(core: NeuronCore, error: BaseException) -> BaseException:
     """The error to report: an earlier deferred instruction's execution error, if there is one."""
     try:
-        core.close()
+        core.flush()
     except Exception as earlier:  # noqa: BLE001 - any execution error outranks the later one
         return earlier
     return error
