@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from trnsim.core.isa import Memory
-from trnsim.core.memory import Allocator, DType, MemorySystem, check_initialised, full_view
+from trnsim.core.memory import Allocator, DType, MemorySystem, View, check_initialised, full_view
 from trnsim.errors import CapacityError, HazardError, ShapeError
 
 F32 = DType("float32", np.dtype(np.float32))
@@ -22,8 +22,18 @@ def system(track=False, sbuf_bytes=4096, psum_bytes=8192, bank=2048):
 
 def test_fill_is_nan_for_floats_and_4_for_ints():
     memory = system()
-    assert np.isnan(memory.allocate(Memory.SBUF, (4, 4), F32, "f").data).all()
-    assert (memory.allocate(Memory.SBUF, (4, 4), I32, "i").data == 4).all()
+    assert np.isnan(memory.allocate(Memory.SBUF, (4, 4), F32, "f").values()).all()
+    assert (memory.allocate(Memory.SBUF, (4, 4), I32, "i").values() == 4).all()
+
+
+def test_the_fill_is_skipped_only_by_a_write_that_covers_the_whole_buffer():
+    memory = system()
+    whole, part = (memory.allocate(Memory.SBUF, (4, 4), F32, name) for name in ("whole", "part"))
+    full_view(whole).assign(np.ones((4, 4), np.float32))
+    assert whole._shared.unfilled is False and (whole.values() == 1).all()
+    View(part, (4, 2), (4, 1), 0).assign(np.ones((4, 2), np.float32))  # half of each row
+    values = part.values().reshape(4, 4)
+    assert (values[:, :2] == 1).all() and np.isnan(values[:, 2:]).all()
 
 
 @pytest.mark.parametrize("name", ["bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "int8", "uint16",
@@ -32,7 +42,7 @@ def test_fill_of_every_width_matches_numpy_fill(name):
     """The fill goes through an unsigned view; it must equal numpy's own fill bit for bit."""
     import ml_dtypes
     element = DType(name, np.dtype(getattr(ml_dtypes, name, None) or name))
-    data = system().allocate(Memory.HBM, (3, 5), element, "t").data
+    data = system().allocate(Memory.HBM, (3, 5), element, "t").values()
     expected = np.full(15, element.fill_value(), element.numpy)
     assert data.dtype == element.numpy and data.shape == (15,)
     assert data.view(np.uint8).tobytes() == expected.view(np.uint8).tobytes()

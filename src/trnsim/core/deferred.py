@@ -211,5 +211,5 @@ def _run_grid(grid: dict, rows: list[list[View]], columns: list[list[View]]) -> 
     for (row, column), chain in grid.items():
         out = chain[0].outputs[0]
         rows_of, columns_of = slice(*row_starts[row:row + 2]), slice(*column_starts[column:column + 2])
-        out.array()[...] = total[rows_of, columns_of]
+        out.assign(total[rows_of, columns_of])
         settle(out)

@@ -113,7 +113,7 @@ def f32_reused(view: View) -> np.ndarray:
         values = view.array()
         return values if values.dtype == F32 else values.astype(F32)
     if buffer.shadow is None:
-        buffer.shadow = buffer.data.astype(F32)
+        buffer.shadow = buffer.values().astype(F32)
     size = F32(0).itemsize
     strides = tuple(s * size for s in view.strides)
     return np.ndarray(view.shape, F32, buffer.shadow, view.offset * size, strides)

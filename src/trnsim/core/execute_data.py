@@ -44,7 +44,7 @@ def _indirect_copy(ins: Instruction, io: Operands) -> None:
     gather = ins.param("indirect") == "src"
     view = io.inputs[0] if gather else io.out(0)
     steps = io.raw(len(io.inputs) - 1).reshape(-1).astype(np.int64)
-    flat = view.storage.data.view(view.element.numpy)
+    flat = view.storage.values().view(view.element.numpy)
     address = _addresses(view, steps, ins.param("indirect_dim"))
     valid = (address >= 0) & (address < flat.size)
     if not valid.all() and ins.param("oob_mode") != "skip":

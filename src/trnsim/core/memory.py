@@ -55,17 +55,19 @@ class Buffer:
 
     `queue` is the running core's queue of deferred instructions (core/deferred.py): reading values
     through a view runs it first. A `clone()` shares the values (and the fp32 shadow) but not the
-    allocation, so queued instructions can hold a tile without keeping its space live."""
+    allocation, so queued instructions can hold a tile without keeping its space live.
+    New memory gets its uninitialised fill when first read or partly written (`values()`): a first
+    write that covers the whole buffer (a DMA into a fresh tile) skips that pass."""
 
     __slots__ = ("id", "memory", "name", "shape", "dtype", "address_bytes", "row_bytes", "data",
-                 "written", "accum", "region", "_cache", "base_partition", "queue", "__weakref__")
+                 "written", "accum", "region", "_shared", "base_partition", "queue", "__weakref__")
 
     def __init__(self, id_: int, memory: Memory, name: str, shape: tuple[int, ...], dtype: DType,
                  address_bytes: int, data: np.ndarray | None, written: np.ndarray | None,
                  region: str = ""):
         self.id = id_
         self.region = region or memory.value  # e.g. "shared_hbm": which HBM space, for NKI
-        self._cache = _Shadow()
+        self._shared = _Shared()
         self.base_partition = 0  # first partition of an on-chip tile (NKI address=(partition, byte))
         self.queue = None
         self.memory = memory
@@ -84,11 +86,19 @@ class Buffer:
     @property
     def shadow(self) -> np.ndarray | None:
         """fp32 copy of `data` for repeated matmul reads; dropped on every write."""
-        return self._cache.values
+        return self._shared.shadow
 
     @shadow.setter
     def shadow(self, values: np.ndarray | None) -> None:
-        self._cache.values = values
+        self._shared.shadow = values
+
+    def values(self) -> np.ndarray | None:
+        """The stored values (flat), given the uninitialised fill first if it is still owed."""
+        shared = self._shared
+        if shared.unfilled:
+            shared.unfilled = False
+            fill_uninitialised(self.data, self.dtype)
+        return self.data
 
     def clone(self) -> Buffer:
         """The same values, written flags and shadow, without the allocation (no finaliser)."""
@@ -105,13 +115,15 @@ class Buffer:
 _CLONED = tuple(name for name in Buffer.__slots__ if name not in ("queue", "__weakref__"))
 
 
-class _Shadow:
-    """The fp32 shadow of a buffer, shared with its clones (so a write through one drops it for all)."""
+class _Shared:
+    """What a buffer shares with its clones, so a write through one is seen by all: the fp32
+    shadow (dropped on every write) and whether the uninitialised fill is still owed."""
 
-    __slots__ = ("values",)
+    __slots__ = ("shadow", "unfilled")
 
     def __init__(self):
-        self.values = None
+        self.shadow = None
+        self.unfilled = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,11 +250,12 @@ class View:
         queue = self.storage.queue
         if queue:
             queue.flush()
-        if self.storage.data is None:
+        data = self.storage.values()
+        if data is None:
             raise HazardError(f"{self.storage!r} has no values: this run records the trace only",
                               hint="use trnsim.nki.simulate to get values")
         size = self.element.numpy.itemsize
-        return np.ndarray(self.shape, self.element.numpy, self.storage.data, self.offset * size,
+        return np.ndarray(self.shape, self.element.numpy, data, self.offset * size,
                           tuple(s * size for s in self.strides))
 
     def on(self, storage: Buffer) -> View:
@@ -259,6 +272,14 @@ class View:
 
     def assign(self, values: np.ndarray) -> None:
         """Store values (already in this view's dtype and shape, or broadcastable)."""
+        storage = self.storage
+        if storage._shared.unfilled and self.offset == 0 and storage.data is not None:
+            whole = np.ndarray(self.shape, self.element.numpy, storage.data, 0,
+                               tuple(s * self.element.numpy.itemsize for s in self.strides))
+            if whole.flags.c_contiguous and whole.nbytes == storage.data.nbytes:
+                storage._shared.unfilled = False  # every byte is written now: no fill needed
+                whole[...] = values
+                return
         self.array()[...] = values
 
     def mark_written(self) -> None:
@@ -311,13 +332,13 @@ class GatherView(View):
     def array(self) -> np.ndarray:
         if self.storage.data is None:
             return super().array()  # raises: this run keeps no values
-        return self._rows(self.storage.data, self.element.numpy)[self._picked()]
+        return self._rows(self.storage.values(), self.element.numpy)[self._picked()]
 
     def written_mask(self) -> np.ndarray:
         return self._rows(self.storage.written, np.bool_)[self._picked()]
 
     def assign(self, values: np.ndarray) -> None:
-        self._rows(self.storage.data, self.element.numpy)[self._picked()] = values
+        self._rows(self.storage.values(), self.element.numpy)[self._picked()] = values
 
     def mark_written(self) -> None:
         if self.storage.written is not None:
@@ -357,7 +378,7 @@ class MemorySystem:
             if values is not None:
                 data = np.ascontiguousarray(values, dtype.numpy).reshape(-1)
             else:
-                data = uninitialised(count, dtype)
+                data = np.empty(count, dtype.numpy)  # filled on first use: Buffer.values
         if self.with_values and (self.track_writes or memory is Memory.PSUM):
             written = np.full(count, values is not None, np.bool_)
         buffer_id = next(self._ids)
@@ -375,17 +396,18 @@ class MemorySystem:
         buffer = Buffer(buffer_id, memory, name, tuple(shape), dtype, address_bytes, data, written, region)
         buffer.base_partition = base
         buffer.queue = self.queue
+        buffer._shared.unfilled = data is not None and values is None
         if allocator is not None:
             weakref.finalize(buffer, allocator.free, buffer_id)
         return buffer
 
 
-def uninitialised(count: int, dtype: DType) -> np.ndarray:
-    """`count` elements holding the uninitialised fill. The fill goes through an unsigned view of
-    the same width: numpy fills ml_dtypes types (bf16, fp8) element by element, about 15x slower."""
+def fill_uninitialised(data: np.ndarray, dtype: DType) -> None:
+    """Fill with the uninitialised pattern, through an unsigned view of the same width: numpy fills
+    ml_dtypes types (bf16, fp8) element by element, about 15x slower."""
     pattern = np.full(1, dtype.fill_value(), dtype.numpy)
     bits = np.dtype(f"u{pattern.itemsize}")  # every storage dtype is 1, 2, 4 or 8 bytes wide
-    return np.full(count, pattern.view(bits)[0], bits).view(dtype.numpy)
+    data.view(bits)[...] = pattern.view(bits)[0]
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
