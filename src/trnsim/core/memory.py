@@ -13,7 +13,6 @@ reads of uninitialised data show up; with `config.override(strict=True)` such re
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import weakref
 from dataclasses import dataclass
@@ -352,7 +351,7 @@ class GatherView(View):
         low, high = (0, self.reach - 1) if self.columns is None else (int(self.columns.min()),
                                                                        int(self.columns.max()))
         step = max(1, -(-(high - low) // (count - 1))) if count > 1 else 1
-        return dataclasses.replace(row, pattern=((step, count),), offset=row.offset + low)
+        return row._replace(pattern=((step, count),), offset=row.offset + low)
 
 
 class MemorySystem:

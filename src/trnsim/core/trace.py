@@ -22,14 +22,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import NamedTuple
 
 from trnsim.core.isa import Engine, Memory, Opcode
 from trnsim.errors import SourceLoc
 
 
-@dataclass(frozen=True, slots=True)
-class Region:
-    """A rectangle of memory one operand touches: partitions x a free-dim access pattern."""
+class Region(NamedTuple):
+    """A rectangle of memory one operand touches: partitions x a free-dim access pattern.
+
+    A NamedTuple rather than a frozen dataclass: one is built per operand of every instruction,
+    and a tuple is built about 4x faster."""
 
     memory: Memory
     buffer: int
