@@ -71,9 +71,9 @@ def grids(monkeypatch):
     seen = []
     original = deferred._run_grid
 
-    def spy(grid, rows, columns):
+    def spy(grid, rows, columns, sums):
         seen.append((len(grid), len(rows[0])))
-        original(grid, rows, columns)
+        original(grid, rows, columns, sums)
     monkeypatch.setattr(deferred, "_run_grid", spy)
     return seen
 

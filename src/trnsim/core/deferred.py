@@ -63,6 +63,7 @@ class DeferredQueue:
         self.written: set[int] = set()  # buffers queued non-matmuls write
         self.touched: set[int] = set()  # ... or read
         self.matmuls = 0  # queued matmuls
+        self.sums = np.empty(0, F32)  # a grid's fp32 sums; reused, so its pages stay mapped
 
     def __bool__(self) -> bool:
         return bool(self.entries)
@@ -104,20 +105,26 @@ class DeferredQueue:
         self.entries, self.clones, self.written, self.touched = [], {}, set(), set()
         self.matmuls = 0
         matmuls = [e for e in entries if e.ins.opcode is Opcode.MATMUL]
-        done = run_grids(matmuls) if len(matmuls) > 1 else set()
+        done = run_grids(matmuls, self._sums) if len(matmuls) > 1 else set()
         for entry in entries:
             if id(entry) not in done:
                 run_instruction(entry.ins, entry.inputs, entry.outputs, self.state, False)
 
 
-def run_grids(matmuls: list[Queued]) -> set[int]:
+    def _sums(self, rows: int, columns: int) -> np.ndarray:
+        if self.sums.size < rows * columns:
+            self.sums = np.empty(rows * columns, F32)
+        return self.sums[:rows * columns].reshape(rows, columns)
+
+
+def run_grids(matmuls: list[Queued], sums) -> set[int]:
     """Run every grid of matmul chains as one GEMM per round; return the ids of the entries run."""
     chains: dict[int, list[Queued]] = {}
     for entry in matmuls:
         chains.setdefault(entry.outputs[0].storage.id, []).append(entry)
     done: set[int] = set()
     for grid, rows, columns in _grids([chain for chain in chains.values() if _fusable(chain)]):
-        _run_grid(grid, rows, columns)
+        _run_grid(grid, rows, columns, sums)
         done.update(id(entry) for chain in grid.values() for entry in chain)
     return done
 
@@ -200,10 +207,12 @@ def _panel(views: list[View]) -> np.ndarray:
     return f32_reused(panel)
 
 
-def _run_grid(grid: dict, rows: list[list[View]], columns: list[list[View]]) -> None:
+def _run_grid(grid: dict, rows: list[list[View]], columns: list[list[View]], sums) -> None:
+    """One GEMM per K step into the grid's sums (`sums(rows, columns)` gives the fp32 block), then
+    each chain's PSUM tile gets its part."""
     row_starts = np.cumsum([0] + [seq[0].shape[1] for seq in rows])
     column_starts = np.cumsum([0] + [seq[0].shape[1] for seq in columns])
-    total = np.empty((row_starts[-1], column_starts[-1]), F32)
+    total = sums(int(row_starts[-1]), int(column_starts[-1]))
     for step in range(len(rows[0])):
         stationary = _panel([seq[step] for seq in rows])
         moving = _panel([seq[step] for seq in columns])
