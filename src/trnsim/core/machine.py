@@ -131,8 +131,8 @@ class NeuronCore:
         if engine not in spec.engines:
             raise KernelError(f"engine {engine.value} cannot run this instruction; it runs on "
                               f"{[e.value for e in spec.engines]}", where=where, op=spec.nki_name)
-        ins = Instruction(opcode, engine, tuple(v.region() for v in outputs),
-                          tuple(v.region() for v in inputs), freeze_params(params), where, name,
+        ins = Instruction(opcode, engine, tuple([v.region() for v in outputs]),
+                          tuple([v.region() for v in inputs]), freeze_params(params), where, name,
                           self.program_id)
         try:
             check(ins, self.spec)

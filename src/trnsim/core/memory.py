@@ -285,22 +285,19 @@ class View:
         if self.storage.written is not None:
             self.written_mask()[...] = True
 
-    def row_elements(self) -> int:
-        return int(self.storage.row_bytes // self.element.numpy.itemsize)
-
     def region(self) -> Region:
         """The trace's description of this operand (no values)."""
-        buffer = self.storage
-        pairs = tuple(zip(self.strides, self.shape, strict=True))
+        buffer, element = self.storage, self.element
+        pairs = tuple(zip(self.strides, self.shape, strict=False))  # always equal lengths: no check
+        item_bytes = element.numpy.itemsize
         if buffer.memory is Memory.HBM:
             return Region(buffer.memory, buffer.id, buffer.name, buffer.address_bytes, 0, 1, pairs,
-                          self.offset, self.element.name, self.element.item_bytes)
-        row = self.row_elements()
+                          self.offset, element.name, item_bytes)
+        row = buffer.row_bytes // item_bytes
         start, free_offset = divmod(self.offset, row) if row else (0, self.offset)
-        start += buffer.base_partition
         count = self.shape[0] if self.shape else 1
-        return Region(buffer.memory, buffer.id, buffer.name, buffer.address_bytes, start, count,
-                      pairs[1:], free_offset, self.element.name, self.element.item_bytes)
+        return Region(buffer.memory, buffer.id, buffer.name, buffer.address_bytes,
+                      start + buffer.base_partition, count, pairs[1:], free_offset, element.name, item_bytes)
 
 
 class GatherView(View):
