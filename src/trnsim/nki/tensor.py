@@ -3,6 +3,9 @@
 Every view method returns a new `NkiTensor` on the same buffer with another shape, strides and
 offset (in elements), as NKI's own views compose a hardware access pattern. Dim 0 of an on-chip
 tensor is the partition dim; integer indexing there keeps the dim with size 1, as NKI does.
+
+`identity`, `zeros` and `arange` are NKI's trace-time constants (`nki.tensor.*`) for
+`nl.shared_constant`: plain numpy arrays here.
 """
 
 from __future__ import annotations
@@ -229,9 +232,11 @@ class NkiTensor(View):
     def ap(self, pattern, offset: int = 0, scalar_offset=None, vector_offset=None, indirect_dim: int = 0,
            dtype=None) -> NkiTensor:
         """Raw access pattern: [[stride, count], ...] in elements (first pair = partition dim)."""
-        if scalar_offset is not None:
-            offset += _int(scalar_offset)
         shape, strides = [int(c) for _, c in pattern], [int(s) for s, _ in pattern]
+        if scalar_offset is not None:  # a runtime index along indirect_dim
+            if not 0 <= indirect_dim < len(shape):
+                raise ShapeError(f"indirect_dim={indirect_dim} is not a dim of the {len(shape)}-d pattern")
+            offset += _scalar(scalar_offset) * strides[indirect_dim]
         element = dtypes.dtype(dtype) if dtype is not None else self.element
         if vector_offset is not None:
             if not 0 <= indirect_dim < len(shape):
@@ -383,6 +388,29 @@ def _int(value) -> int:
     if hasattr(value, "read_value"):
         return value.read_value()
     return int(value)
+
+
+def _scalar(value) -> int:
+    """A scalar_offset: an int, a register, or the value of a 1x1 tile (read when simulating)."""
+    if not isinstance(value, NkiTensor):
+        return _int(value)
+    if value.size != 1:
+        raise ShapeError(f"scalar_offset must be a 1x1 tile; {value.name!r} has shape {list(value.shape)}")
+    return int(np.asarray(value.array()).reshape(-1)[0])
+
+
+def identity(n: int, dtype="float32") -> np.ndarray:
+    """An n x n identity matrix, as a trace-time constant."""
+    return np.eye(n, dtype=dtypes.dtype(dtype).numpy)
+
+
+def zeros(shape, dtype="float32") -> np.ndarray:
+    return np.zeros(shape, dtypes.dtype(dtype).numpy)
+
+
+def arange(*bounds, dtype="int32") -> np.ndarray:
+    """start/stop/step as numpy's arange takes them."""
+    return np.arange(*bounds, dtype=dtypes.dtype(dtype).numpy)
 
 
 def _check_inside(view: NkiTensor) -> None:

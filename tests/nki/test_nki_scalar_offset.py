@@ -1,0 +1,63 @@
+"""`.ap(scalar_offset=...)`: a runtime index along `indirect_dim` (an int, a register or a 1x1
+tile), and `nki.tensor` trace-time constants for `nl.shared_constant`."""
+
+import numpy as np
+import pytest
+
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
+from trnsim.errors import ShapeError
+from trnsim.nki import tensor as ntensor
+
+TABLE = np.arange(8 * 16, dtype=np.float32).reshape(8, 16)
+
+
+@nki.jit
+def pick_row(table, row_index):
+    """Copy row `row_index[0, 0]` of an HBM table, the index read from a tile at run time."""
+    index = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=index, src=row_index)
+    row = nl.ndarray((1, 16), dtype=table.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=row, src=table.ap([[16, 1], [1, 16]], scalar_offset=index, indirect_dim=0))
+    out = nl.ndarray((1, 16), dtype=table.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=row)
+    return out
+
+
+@pytest.mark.parametrize("row", [0, 5, 7])
+def test_a_tile_scalar_offset_selects_a_row(row):
+    out = nki.simulate(pick_row, target="trn2")(TABLE, np.array([[row]], np.int32))
+    np.testing.assert_array_equal(out, TABLE[row:row + 1])
+
+
+def test_an_int_scalar_offset_steps_along_indirect_dim():
+    @nki.jit
+    def column(table):
+        out = nl.ndarray((8, 1), dtype=table.dtype, buffer=nl.shared_hbm)
+        tile = nl.ndarray((8, 1), dtype=table.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=table.ap([[16, 8], [1, 1]], scalar_offset=3, indirect_dim=1))
+        nisa.dma_copy(dst=out, src=tile)
+        return out
+    np.testing.assert_array_equal(nki.simulate(column, target="trn2")(TABLE), TABLE[:, 3:4])
+
+
+def test_a_scalar_offset_tile_must_hold_one_value():
+    @nki.jit
+    def wide(table):
+        index = nl.zeros((1, 2), dtype=nl.int32)
+        table.ap([[16, 1], [1, 16]], scalar_offset=index, indirect_dim=0)
+    with pytest.raises(ShapeError, match="1x1 tile"):
+        nki.simulate(wide, target="trn2")(TABLE)
+
+
+def test_trace_time_constants_feed_shared_constant():
+    @nki.jit
+    def constants():
+        eye = nl.shared_constant(ntensor.identity(4, dtype=nl.int8), dtype=nl.float32)
+        ramp = nl.shared_constant(ntensor.arange(4, dtype=nl.int32), dtype=nl.float32)
+        return eye, ramp
+    eye, ramp = nki.simulate(constants, target="trn2")()
+    np.testing.assert_array_equal(eye, np.eye(4))
+    np.testing.assert_array_equal(ramp, np.arange(4))
+    assert ntensor.zeros((2, 3), dtype=nl.bfloat16).shape == (2, 3)
