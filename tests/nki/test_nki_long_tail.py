@@ -4,6 +4,7 @@ instructions, each against an independent numpy reference, plus the checks that 
 import ml_dtypes
 import numpy as np
 import pytest
+from kernel_helpers import on_chip, to_hbm
 
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
@@ -13,18 +14,6 @@ from trnsim.errors import DTypeError, HazardError, KernelError, ShapeError, Unsu
 
 RNG = np.random.default_rng(7)
 GROUP = hardware.core("trn2").gpsimd_group_partitions
-
-
-def on_chip(array):
-    tile = nl.ndarray(array.shape, dtype=array.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=tile, src=array)
-    return tile
-
-
-def to_hbm(tile):
-    out = nl.ndarray(tile.shape, dtype=tile.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=tile)
-    return out
 
 
 # --- local_gather ------------------------------------------------------------------------------

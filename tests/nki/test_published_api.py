@@ -5,6 +5,7 @@ themselves are not in the repository; docs/published-kernels.md lists them and h
 import ml_dtypes
 import numpy as np
 import pytest
+from kernel_helpers import on_chip, to_hbm
 
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
@@ -12,18 +13,6 @@ import trnsim.nki.language as nl
 from trnsim.errors import ShapeError
 
 RNG = np.random.default_rng(11)
-
-
-def on_chip(array, dtype=None):
-    tile = nl.ndarray(array.shape, dtype=dtype or array.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=tile, src=array)
-    return tile
-
-
-def to_hbm(tile):
-    out = nl.ndarray(tile.shape, dtype=tile.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=tile)
-    return out
 
 
 # --- tensor_reduce: real dim indices, trailing axes, dst checked --------------------------------
