@@ -29,6 +29,7 @@ Matmuls that do not form such a grid run one by one, as before. Strict mode and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,14 +111,13 @@ class DeferredQueue:
             if id(entry) not in done:
                 run_instruction(entry.ins, entry.inputs, entry.outputs, self.state, False)
 
-
     def _sums(self, rows: int, columns: int) -> np.ndarray:
         if self.sums.size < rows * columns:
             self.sums = np.empty(rows * columns, F32)
         return self.sums[:rows * columns].reshape(rows, columns)
 
 
-def run_grids(matmuls: list[Queued], sums) -> set[int]:
+def run_grids(matmuls: list[Queued], sums: Callable[[int, int], np.ndarray]) -> set[int]:
     """Run every grid of matmul chains as one GEMM per round; return the ids of the entries run."""
     chains: dict[int, list[Queued]] = {}
     for entry in matmuls:
@@ -207,7 +207,8 @@ def _panel(views: list[View]) -> np.ndarray:
     return f32_reused(panel)
 
 
-def _run_grid(grid: dict, rows: list[list[View]], columns: list[list[View]], sums) -> None:
+def _run_grid(grid: dict, rows: list[list[View]], columns: list[list[View]],
+              sums: Callable[[int, int], np.ndarray]) -> None:
     """One GEMM per K step into the grid's sums (`sums(rows, columns)` gives the fp32 block), then
     each chain's PSUM tile gets its part."""
     row_starts = np.cumsum([0] + [seq[0].shape[1] for seq in rows])
