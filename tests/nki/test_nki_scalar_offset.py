@@ -1,5 +1,5 @@
 """`.ap(scalar_offset=...)`: a runtime index along `indirect_dim` (an int, a register or a 1x1
-tile), and `nki.tensor` trace-time constants for `nl.shared_constant`."""
+tile), and `nki.tensor` trace-time constants for `nl.shared_constant`, and `nki.dtype`."""
 
 import numpy as np
 import pytest
@@ -61,3 +61,8 @@ def test_trace_time_constants_feed_shared_constant():
     np.testing.assert_array_equal(eye, np.eye(4))
     np.testing.assert_array_equal(ramp, np.arange(4))
     assert ntensor.zeros((2, 3), dtype=nl.bfloat16).shape == (2, 3)
+
+
+def test_nki_dtype_annotates_nl_dtypes():
+    """`nki.dtype` exists for annotations such as `dtype: nki.dtype = nl.float32`."""
+    assert all(isinstance(d, nki.dtype) for d in (nl.float32, nl.bfloat16, nl.float8_e4m3, nl.int32))

@@ -19,5 +19,8 @@ from trnsim.nki.jit import Kernel, TensorSpec, jit, resolve_target, simulate, tr
 from trnsim.nki.language import tile_size
 from trnsim.nki.tensor import NkiTensor
 
-__all__ = ["Kernel", "NkiTensor", "TensorSpec", "isa", "jit", "language", "resolve_target", "simulate",
-           "tile_size", "trace", "typing"]
+dtype = str
+"""The type of an NKI dtype (`nl.float32` and the others are their names), for annotations."""
+
+__all__ = ["Kernel", "NkiTensor", "TensorSpec", "dtype", "isa", "jit", "language", "resolve_target",
+           "simulate", "tile_size", "trace", "typing"]
