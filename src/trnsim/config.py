@@ -6,9 +6,9 @@
 Environment: TRNSIM_TARGET (default generation, e.g. "trn2"), TRNSIM_STRICT (1 = raise on reading
 uninitialised memory), TRNSIM_DEBUG (1 = keep full tracebacks in the CLI), TRNSIM_EAGER (1 = execute
 each kernel instruction when it is issued instead of deferring matmul segments; strict implies it).
-NKI's own
-NEURON_PLATFORM_TARGET_OVERRIDE is read by trnsim.nki, and NEURON_RT_STOCHASTIC_ROUNDING_EN /
-NEURON_RT_STOCHASTIC_ROUNDING_SEED by trnsim.numerics, where those meanings live.
+NKI's own NEURON_PLATFORM_TARGET_OVERRIDE is read by trnsim.nki, and
+NEURON_RT_STOCHASTIC_ROUNDING_EN / NEURON_RT_STOCHASTIC_ROUNDING_SEED by trnsim.numerics, where
+those meanings live.
 """
 
 from __future__ import annotations

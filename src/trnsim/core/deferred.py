@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trnsim.core import blas
-from trnsim.core.execute import F32, f32_reused, settle
+from trnsim.core.execute import F32, accum_mask, f32_reused, settle
 from trnsim.core.execute import run as run_instruction
 from trnsim.core.isa import Memory, Opcode
 from trnsim.core.memory import GatherView, View
@@ -151,8 +151,7 @@ def _fusable(chain: list[Queued]) -> bool:
             return False
         if any(isinstance(v, GatherView) or len(v.shape) != 2 for v in entry.inputs):
             return False
-    flags = np.ndarray(out.shape, np.bool_, out.storage.accum, out.offset, out.strides)
-    return not flags.any()  # a region still accumulating from before would be added to
+    return not accum_mask(out).any()  # a region still accumulating from before would be added to
 
 
 def _grids(chains: list[list[Queued]]):

@@ -134,17 +134,18 @@ def mark_written(view: View) -> None:
     view.storage.shadow = None
     view.mark_written()
     if view.storage.memory is Memory.PSUM and view.storage.accum is not None:
-        _accum_mask(view)[...] = False
+        accum_mask(view)[...] = False
 
 
-def _accum_mask(view: View) -> np.ndarray:
+def accum_mask(view: View) -> np.ndarray:
+    """Which elements of a PSUM view belong to an open matmul accumulation group."""
     return np.ndarray(view.shape, np.bool_, view.storage.accum, view.offset, tuple(view.strides))
 
 
 def end_accumulation(view: View) -> None:
     """A non-matmul instruction touched this PSUM region: the next matmul overwrites it."""
     if view.storage.memory is Memory.PSUM and view.storage.accum is not None:
-        _accum_mask(view)[...] = False
+        accum_mask(view)[...] = False
 
 
 def accumulate_matmul(io: Operands, product, mode: bool | None) -> None:
@@ -155,7 +156,7 @@ def accumulate_matmul(io: Operands, product, mode: bool | None) -> None:
     the region already holds a matmul sum (the K loop after its first step), its written and
     accumulate flags are all set, so they are left alone (hot path)."""
     view = io.out(0)
-    flags = _accum_mask(view) if view.storage.accum is not None else None
+    flags = accum_mask(view) if view.storage.accum is not None else None
     settled = flags is not None and bool(flags.all())  # accumulate flags imply written ones
     if (mode is True and not settled and view.storage.written is not None
             and not view.written_mask().all()):
@@ -187,7 +188,7 @@ def settle(view: View) -> None:
     if view.storage.written is not None:
         view.written_mask()[...] = True
     if view.storage.accum is not None:
-        _accum_mask(view)[...] = True
+        accum_mask(view)[...] = True
 
 
 def run(ins: Instruction, inputs: tuple[View, ...], outputs: tuple[View, ...], state,

@@ -253,6 +253,9 @@ class View:
         if data is None:
             raise HazardError(f"{self.storage!r} has no values: this run records the trace only",
                               hint="use trnsim.nki.simulate to get values")
+        return self._window(data)
+
+    def _window(self, data: np.ndarray) -> np.ndarray:
         size = self.element.numpy.itemsize
         return np.ndarray(self.shape, self.element.numpy, data, self.offset * size,
                           tuple(s * size for s in self.strides))
@@ -272,9 +275,8 @@ class View:
     def assign(self, values: np.ndarray) -> None:
         """Store values (already in this view's dtype and shape, or broadcastable)."""
         storage = self.storage
-        if storage._shared.unfilled and self.offset == 0 and storage.data is not None:
-            whole = np.ndarray(self.shape, self.element.numpy, storage.data, 0,
-                               tuple(s * self.element.numpy.itemsize for s in self.strides))
+        if storage._shared.unfilled and not storage.queue and self.offset == 0 and storage.data is not None:
+            whole = self._window(storage.data)
             if whole.flags.c_contiguous and whole.nbytes == storage.data.nbytes:
                 storage._shared.unfilled = False  # every byte is written now: no fill needed
                 whole[...] = values
