@@ -71,9 +71,9 @@ def grids(monkeypatch):
     seen = []
     original = deferred._run_grid
 
-    def spy(grid, rows, columns, sums):
+    def spy(grid, rows, columns):
         seen.append((len(grid), len(rows[0])))
-        original(grid, rows, columns, sums)
+        original(grid, rows, columns)
     monkeypatch.setattr(deferred, "_run_grid", spy)
     return seen
 

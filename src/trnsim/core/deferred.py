@@ -29,7 +29,6 @@ Matmuls that do not form such a grid run one by one, as before. Strict mode and
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +38,7 @@ from trnsim.core.execute import F32, accum_mask, f32_reused, settle
 from trnsim.core.execute import run as run_instruction
 from trnsim.core.isa import Memory, Opcode
 from trnsim.core.memory import GatherView, View
+from trnsim.core.pool import POOL
 from trnsim.core.trace import Instruction
 
 SEGMENT_MATMULS = 256
@@ -64,7 +64,6 @@ class DeferredQueue:
         self.written: set[int] = set()  # buffers queued non-matmuls write
         self.touched: set[int] = set()  # ... or read
         self.matmuls = 0  # queued matmuls
-        self.sums = np.empty(0, F32)  # a grid's fp32 sums; reused, so its pages stay mapped
 
     def __bool__(self) -> bool:
         return bool(self.entries)
@@ -106,25 +105,20 @@ class DeferredQueue:
         self.entries, self.clones, self.written, self.touched = [], {}, set(), set()
         self.matmuls = 0
         matmuls = [e for e in entries if e.ins.opcode is Opcode.MATMUL]
-        done = run_grids(matmuls, self._sums) if len(matmuls) > 1 else set()
+        done = run_grids(matmuls) if len(matmuls) > 1 else set()
         for entry in entries:
             if id(entry) not in done:
                 run_instruction(entry.ins, entry.inputs, entry.outputs, self.state, False)
 
-    def _sums(self, rows: int, columns: int) -> np.ndarray:
-        if self.sums.size < rows * columns:
-            self.sums = np.empty(rows * columns, F32)
-        return self.sums[:rows * columns].reshape(rows, columns)
 
-
-def run_grids(matmuls: list[Queued], sums: Callable[[int, int], np.ndarray]) -> set[int]:
+def run_grids(matmuls: list[Queued]) -> set[int]:
     """Run every grid of matmul chains as one GEMM per round; return the ids of the entries run."""
     chains: dict[int, list[Queued]] = {}
     for entry in matmuls:
         chains.setdefault(entry.outputs[0].storage.id, []).append(entry)
     done: set[int] = set()
     for grid, rows, columns in _grids([chain for chain in chains.values() if _fusable(chain)]):
-        _run_grid(grid, rows, columns, sums)
+        _run_grid(grid, rows, columns)
         done.update(id(entry) for chain in grid.values() for entry in chain)
     return done
 
@@ -206,13 +200,12 @@ def _panel(views: list[View]) -> np.ndarray:
     return f32_reused(panel)
 
 
-def _run_grid(grid: dict, rows: list[list[View]], columns: list[list[View]],
-              sums: Callable[[int, int], np.ndarray]) -> None:
-    """One GEMM per K step into the grid's sums (`sums(rows, columns)` gives the fp32 block), then
-    each chain's PSUM tile gets its part."""
+def _run_grid(grid: dict, rows: list[list[View]], columns: list[list[View]]) -> None:
+    """One GEMM per K step into the grid's fp32 sums, then each chain's PSUM tile gets its part."""
     row_starts = np.cumsum([0] + [seq[0].shape[1] for seq in rows])
     column_starts = np.cumsum([0] + [seq[0].shape[1] for seq in columns])
-    total = sums(int(row_starts[-1]), int(column_starts[-1]))
+    shape = int(row_starts[-1]), int(column_starts[-1])
+    total = POOL.empty(shape[0] * shape[1], F32).reshape(shape)
     for step in range(len(rows[0])):
         stationary = _panel([seq[step] for seq in rows])
         moving = _panel([seq[step] for seq in columns])

@@ -17,6 +17,7 @@ from trnsim import numerics
 from trnsim.core import blas
 from trnsim.core.isa import Memory, Opcode
 from trnsim.core.memory import DType, View, check_initialised
+from trnsim.core.pool import POOL
 from trnsim.core.rules import RuleTable
 from trnsim.core.trace import InputRef, Instruction
 from trnsim.errors import HazardError, UnsupportedError
@@ -113,7 +114,9 @@ def f32_reused(view: View) -> np.ndarray:
         values = view.array()
         return values if values.dtype == F32 else values.astype(F32)
     if buffer.shadow is None:
-        buffer.shadow = buffer.values().astype(F32)
+        values = buffer.values()
+        buffer.shadow = POOL.empty(values.size, F32)
+        np.copyto(buffer.shadow, values, casting="unsafe")
     size = F32(0).itemsize
     strides = tuple(s * size for s in view.strides)
     return np.ndarray(view.shape, F32, buffer.shadow, view.offset * size, strides)

@@ -21,6 +21,7 @@ from math import prod
 import numpy as np
 
 from trnsim.core.isa import Memory
+from trnsim.core.pool import POOL
 from trnsim.core.trace import Region
 from trnsim.errors import CapacityError, HazardError, ShapeError
 
@@ -376,7 +377,7 @@ class MemorySystem:
             if values is not None:
                 data = np.ascontiguousarray(values, dtype.numpy).reshape(-1)
             else:
-                data = np.empty(count, dtype.numpy)  # filled on first use: Buffer.values
+                data = POOL.empty(count, dtype.numpy)  # filled on first use: Buffer.values
         if self.with_values and (self.track_writes or memory is Memory.PSUM):
             written = np.full(count, values is not None, np.bool_)
         buffer_id = next(self._ids)
