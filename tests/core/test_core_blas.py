@@ -24,6 +24,19 @@ def test_limited_sets_and_restores_the_thread_count():
         assert getter() == before
 
 
+def test_as_started_gives_grids_every_thread_inside_a_limited_kernel():
+    functions = blas._openblas()
+    if functions is None:
+        with blas.as_started():
+            pass
+        return
+    getter = functions.get_threads
+    with blas.limited(1):
+        with blas.as_started():
+            assert getter() == functions.started_threads
+        assert getter() == 1
+
+
 def test_threads_for_kernels_is_one_or_none_and_cached():
     choice = blas.threads_for_kernels()
     assert choice in (1, None)

@@ -6,8 +6,9 @@ synchronises its threads on every call; when other processes already keep every 
 costs up to 100x the arithmetic (measured on a loaded 2-core machine: 26 ms vs 0.24 ms per
 instruction), while on an idle machine two threads are faster. So before kernels run, trnsim times
 a few instruction-sized GEMMs both ways (at most every 5 s; best of a few alternating rounds, so a
-burst of other work does not decide) and uses the faster. Where the library cannot be found (not
-Linux, another BLAS) nothing changes.
+burst of other work does not decide) and uses the faster. Grids of matmuls run as one large GEMM
+per K step (core/deferred.py) are numpy-sized products and use the threads BLAS started with
+(`as_started`). Where the library cannot be found (not Linux, another BLAS) nothing changes.
 
 `gemm` calls the library's sgemm directly so that a matmul accumulating into PSUM is one BLAS call
 with beta = 1 (C = C + A.T @ B: each product is summed in registers, then added to C once, the
@@ -34,6 +35,7 @@ class _Library:
     set_threads: Callable
     get_threads: Callable
     sgemm: Callable | None  # cblas_sgemm with argtypes set, or None where it is not exported
+    started_threads: int  # the thread count when trnsim first looked: what numpy's a @ b uses
 
 
 # Symbol names by build: numpy's wheels ship scipy-openblas with 64-bit integers and a prefix.
@@ -56,7 +58,7 @@ def _openblas() -> _Library | None:
             getter = getattr(library, f"{prefix}_get_num_threads{suffix}", None)
             if setter is not None and getter is not None:
                 sgemm = _sgemm(getattr(library, f"{cblas}_sgemm{suffix}", None), integer)
-                return _Library(setter, getter, sgemm)
+                return _Library(setter, getter, sgemm, getter())
     return None
 
 
@@ -155,17 +157,29 @@ def _busy() -> bool:
         return False
 
 
-@contextlib.contextmanager
 def limited(threads: int | None):
     """Run the block with at most `threads` BLAS threads, then restore the previous count."""
-    functions = _openblas() if os.name == "posix" and threads is not None else None
-    if functions is None:
+    if threads is None:
+        return contextlib.nullcontext()
+    return _thread_count(lambda library, previous: min(threads, previous))
+
+
+def as_started():
+    """Run the block with the thread count BLAS started with, as numpy's own a @ b does: GEMMs as
+    large as a grid of matmuls gain from every thread even where a kernel limited them for its
+    instruction-sized ones (see `threads_for_kernels`)."""
+    return _thread_count(lambda library, previous: library.started_threads)
+
+
+@contextlib.contextmanager
+def _thread_count(choose: Callable[[_Library, int], int]):
+    library = _openblas() if os.name == "posix" else None
+    if library is None:
         yield
         return
-    setter, getter = functions.set_threads, functions.get_threads
-    previous = getter()
-    setter(min(threads, previous))
+    previous = library.get_threads()
+    library.set_threads(choose(library, previous))
     try:
         yield
     finally:
-        setter(previous)
+        library.set_threads(previous)

@@ -206,10 +206,11 @@ def _run_grid(grid: dict, rows: list[list[View]], columns: list[list[View]]) -> 
     column_starts = np.cumsum([0] + [seq[0].shape[1] for seq in columns])
     shape = int(row_starts[-1]), int(column_starts[-1])
     total = POOL.empty(shape[0] * shape[1], F32).reshape(shape)
-    for step in range(len(rows[0])):
-        stationary = _panel([seq[step] for seq in rows])
-        moving = _panel([seq[step] for seq in columns])
-        blas.gemm(stationary, moving, total, add=step > 0)
+    with blas.as_started():
+        for step in range(len(rows[0])):
+            stationary = _panel([seq[step] for seq in rows])
+            moving = _panel([seq[step] for seq in columns])
+            blas.gemm(stationary, moving, total, add=step > 0)
     for (row, column), chain in grid.items():
         out = chain[0].outputs[0]
         rows_of, columns_of = slice(*row_starts[row:row + 2]), slice(*column_starts[column:column + 2])
