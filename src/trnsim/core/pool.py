@@ -26,6 +26,10 @@ LIMIT_BYTES = 256 << 20
 SMALLEST_BYTES = 64 << 10
 """Smaller arrays come from malloc's heap, which already reuses them without new pages."""
 
+BLOCKS_PER_SIZE = 32
+"""Most blocks kept of one size, so finding an idle one stays a short scan (a kernel whose queued
+instructions hold hundreds of same-sized tiles alive gets the rest from numpy)."""
+
 
 def _holders(block: np.ndarray) -> int:
     return sys.getrefcount(block)
@@ -65,7 +69,7 @@ class ArrayPool:
             if _holders(block) == _IDLE:
                 return block
         block = np.empty(size, np.uint8)
-        if self.kept_bytes + size <= self.limit_bytes:
+        if len(same_size) < BLOCKS_PER_SIZE and self.kept_bytes + size <= self.limit_bytes:
             same_size.append(block)
             self.kept_bytes += size
         return block

@@ -17,6 +17,7 @@ import functools
 import math
 import os
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -72,7 +73,7 @@ def _nearest_by_astype(flat: np.ndarray, fmt: FloatFormat) -> np.ndarray:
         with np.errstate(over="ignore", invalid="ignore"):
             np.copyto(out[start:start + _SPAN], flat[start:start + _SPAN], casting="unsafe")
 
-    _in_spans(flat.size, run_span, _idle_cores())
+    _in_spans(flat.size, run_span, _idle_cores)
     return out
 
 
@@ -141,7 +142,7 @@ def stochastic(x32: np.ndarray, fmt: FloatFormat, rng: np.random.Generator, satu
         fix = table is not None or bool(np.isnan(flat[start:stop].max()))
         _stochastic_span(flat[start:stop], out[start:stop], fmt, table, span_rng, saturate, fix)
 
-    _in_spans(flat.size, run_span, os.cpu_count() or 1)  # compute-bound: a shared core still helps
+    _in_spans(flat.size, run_span, _all_cores)  # compute-bound: a shared core still helps
     return _finish(out, fmt, x32.shape)
 
 
@@ -149,11 +150,11 @@ _HIGH_HALF = 1 if sys.byteorder == "little" else 0  # index of a uint32's high 1
 _SPAN = 1 << 20  # elements per span: a thread's unit of work, independently seeded for SR
 
 
-def _in_spans(size: int, run_span, cores: int) -> None:
-    """Call run_span(start) for every span, on up to `cores` threads (numpy releases the GIL
+def _in_spans(size: int, run_span, cores: Callable[[], int]) -> None:
+    """Call run_span(start) for every span, on up to `cores()` threads (numpy releases the GIL
     inside its loops). Results never depend on the thread count."""
     starts = range(0, size, _SPAN)
-    workers = min(len(starts), cores)
+    workers = min(len(starts), cores()) if len(starts) > 1 else 1
     if workers <= 1:
         for start in starts:
             run_span(start)
@@ -162,11 +163,17 @@ def _in_spans(size: int, run_span, cores: int) -> None:
         list(pool.map(run_span, starts))
 
 
+_CPUS = os.cpu_count() or 1
+
+
+def _all_cores() -> int:
+    return _CPUS
+
+
 def _idle_cores() -> int:
     """Cores not busy with other work: memory-bound casts gain nothing from a busy core."""
-    cores = os.cpu_count() or 1
     others = os.getloadavg()[0] - 1 if hasattr(os, "getloadavg") else 0.0  # minus this process
-    return max(1, min(cores, math.ceil(cores - max(others, 0.0))))
+    return max(1, min(_CPUS, math.ceil(_CPUS - max(others, 0.0))))
 
 
 def _stochastic_span(flat, out, fmt: FloatFormat, table, rng: np.random.Generator, saturate: bool,
