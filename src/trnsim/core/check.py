@@ -31,13 +31,15 @@ def check(ins: Instruction, core) -> None:
                 names = "/".join(sorted(m.value.upper() for m in allowed))
                 _fail(KernelError, ins, f"{role} {region.name!r} is in {region.memory.value.upper()}; "
                       f"this instruction takes {role}s in {names}")
-    for region in ins.inputs + ins.outputs:
-        if region.partition_start or region.partition_count > core.partitions:  # else nothing to check
+    regions = ins.inputs + ins.outputs
+    partitions, dtypes = core.partitions, core.dtypes
+    for region in regions:
+        if region.partition_start or region.partition_count > partitions:  # else nothing to check
             _check_partitions(ins, region, core)
-        if region.dtype not in core.dtypes:
+        if region.dtype not in dtypes:
             _fail(DTypeError, ins, f"dtype {region.dtype} of {region.name!r} is not available on "
                   f"{_describe(core)}", hint="cast to a dtype the target has")
-    if ins.engine is Engine.GPSIMD and any(r.memory is Memory.PSUM for r in ins.inputs + ins.outputs):
+    if ins.engine is Engine.GPSIMD and any(r.memory is Memory.PSUM for r in regions):
         _fail(KernelError, ins, "the GpSimd engine cannot access PSUM",
               hint="use SBUF tiles, or another engine")
     if ins.opcode in SAME_PARTITIONS and ins.inputs and ins.outputs:
@@ -107,31 +109,35 @@ def _matmul(ins: Instruction, core) -> None:
     """Tile limits, matching contraction, and the dtype pairing rules of nc_matmul."""
     dst = ins.outputs[0]
     stationary, moving = ins.inputs[0], ins.inputs[1]
-    rows = 2 if ins.param("perf_mode") == "double_row" else 1
-    if stationary.partition_count != moving.partition_count:
-        _fail(ShapeError, ins, f"contraction mismatch: stationary has {stationary.partition_count} "
+    double_row = ins.params.get("perf_mode") == "double_row"
+    contraction = stationary.partition_count
+    if contraction != moving.partition_count:
+        _fail(ShapeError, ins, f"contraction mismatch: stationary has {contraction} "
               f"partitions, moving has {moving.partition_count}")
+    rows = 2 if double_row else 1
     m_free, n_free = _free(stationary) // rows, _free(moving) // rows
     limit_n = core.matmul_max_moving_free_bf16_dst if dst.dtype == "bfloat16" else core.matmul_max_moving_free
-    for label, value, limit in (("contraction K", stationary.partition_count, core.matmul_max_contraction),
-                                ("stationary free size M", m_free, core.matmul_max_stationary_free),
-                                ("moving free size N", n_free, limit_n)):
+    limits = (("contraction K", contraction, core.matmul_max_contraction),
+              ("stationary free size M", m_free, core.matmul_max_stationary_free),
+              ("moving free size N", n_free, limit_n))
+    for label, value, limit in limits:
         if value > limit:
             _fail(ShapeError, ins, f"{label} is {value}; the limit on {core.name} is {limit}",
                   hint="tile the matmul")
-    _matmul_tiling(ins, core, stationary.partition_count, m_free)
-    if dst.partition_count != m_free or _free(dst) != n_free:
-        _fail(ShapeError, ins, f"dst {dst.name!r} is [{dst.partition_count}, {_free(dst)}] but "
+    _matmul_tiling(ins, core, contraction, m_free)
+    dst_free = _free(dst)
+    if dst.partition_count != m_free or dst_free != n_free:
+        _fail(ShapeError, ins, f"dst {dst.name!r} is [{dst.partition_count}, {dst_free}] but "
               f"stationary.T @ moving is [{m_free}, {n_free}]")
-    if ins.param("is_transpose"):
+    if ins.params.get("is_transpose"):
         return  # transpose mode may write 16-bit results and pair any dtypes: bits move unchanged
-    _matmul_dtypes(ins, core, stationary.dtype, moving.dtype, dst.dtype)
+    _matmul_dtypes(ins, core, stationary.dtype, moving.dtype, dst.dtype, double_row)
     _psum_bank(ins, core, dst)
 
 
 def _matmul_tiling(ins: Instruction, core, rows: int, cols: int) -> None:
     """tile_size from {128, 64} (and 32 from generation 3), positions on multiples of it."""
-    size, position = ins.param("tile_size") or (), ins.param("tile_position") or ()
+    size, position = ins.params.get("tile_size") or (), ins.params.get("tile_position") or ()
     if not size and not position:
         return
     if ins.param("perf_mode") == "double_row":
@@ -152,7 +158,7 @@ def _matmul_tiling(ins: Instruction, core, rows: int, cols: int) -> None:
 _FP32_OPERANDS = ("float32", "tfloat32")
 
 
-def _matmul_dtypes(ins: Instruction, core, a: str, b: str, dst: str) -> None:
+def _matmul_dtypes(ins: Instruction, core, a: str, b: str, dst: str, double_row: bool) -> None:
     if (a in _FP32_OPERANDS or b in _FP32_OPERANDS) and a != b:
         _fail(DTypeError, ins, f"operands are {a} and {b}: if one is fp32/tf32 the other must be too")
     if a in FP8_KINDS and b in FP8_KINDS and {a, b} == {"float8_e4m3", "float8_e4m3fn"}:
@@ -162,7 +168,7 @@ def _matmul_dtypes(ins: Instruction, core, a: str, b: str, dst: str) -> None:
     allowed = ("bfloat16", "float32") if bf16_dst else ("float32",)
     if dst not in allowed:
         _fail(DTypeError, ins, f"matmul result dtype is {dst}; {core.name} writes {sorted(allowed)} to PSUM")
-    if ins.param("perf_mode") == "double_row":
+    if double_row:
         if core.generation < 3:
             _fail(DTypeError, ins, f"perf_mode=double_row needs generation 3 or later; {core.name} "
                   f"is generation {core.generation}")

@@ -81,7 +81,47 @@ class NkiTensor(View):
 
     # --- indexing ---------------------------------------------------------------------------
     def __getitem__(self, key) -> NkiTensor:
-        keys, ndim = (key if isinstance(key, tuple) else (key,)), len(self.shape)
+        keys = key if type(key) is tuple else (key,)
+        view = self._plain_index(keys)
+        return view if view is not None else self._index(keys)
+
+    def _plain_index(self, keys: tuple) -> NkiTensor | None:
+        """The common key, one in-bounds int or step-less slice of ints per leading dim, with the
+        arithmetic of `_index` inline: it runs for almost every operand of a kernel. None hands
+        any other key (Ellipsis, a register, a DynSlice, an index out of bounds) to `_index`,
+        which raises the errors."""
+        shape, strides = self.shape, self.strides
+        if len(keys) > len(shape):
+            return None
+        new_shape, new_strides, offset = [], [], self.offset
+        for dim, key in enumerate(keys):
+            size, stride = shape[dim], strides[dim]
+            if type(key) is int:
+                index = key + size if key < 0 else key
+                if not 0 <= index < size:
+                    return None
+                offset += index * stride
+                if dim == 0 and self.storage.memory is not Memory.HBM:
+                    new_shape.append(1)
+                    new_strides.append(stride)
+                continue
+            if type(key) is not slice or key.step is not None:
+                return None
+            start, stop = key.start, key.stop
+            if start is not None and (type(start) is not int or start > size):
+                return None
+            if stop is not None and (type(stop) is not int or stop > size):
+                return None
+            start, stop, _ = key.indices(size)  # negative ends count from the end
+            offset += start * stride
+            new_shape.append(stop - start if stop > start else 0)
+            new_strides.append(stride)
+        indexed = len(keys)  # dims without an index are kept whole
+        return self._derive((*new_shape, *shape[indexed:]), (*new_strides, *strides[indexed:]), offset)
+
+    def _index(self, keys: tuple) -> NkiTensor:
+        """Any key: ints, slices, DynSlices and registers, with an Ellipsis anywhere."""
+        ndim = len(self.shape)
         for at, k in enumerate(keys):
             if k is Ellipsis:
                 keys = keys[:at] + (slice(None),) * (ndim - len(keys) + 1) + keys[at + 1:]
