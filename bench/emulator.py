@@ -58,7 +58,8 @@ def timed(fn) -> float:
 def machine() -> dict:
     import torch
     return {"cpus": os.cpu_count(), "numpy": np.__version__, "torch": torch.__version__,
-            "python": sys.version.split()[0]}
+            "python": sys.version.split()[0], "blas": blas.describe(),
+            "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE", "")}
 
 
 def main(argv=None) -> int:

@@ -107,3 +107,11 @@ def test_gemm_falls_back_to_numpy_for_layouts_blas_cannot_take():
     blas.gemm(stationary, moving, out, False)
     assert np.array_equal(out, stationary.T @ moving)
     assert blas._blas_rows(out) is None and blas._blas_rows(stationary) == 6 * 300
+
+
+def test_describe_names_the_library_and_its_kernels():
+    text = blas.describe()
+    if blas._openblas() is None:
+        assert text.startswith("not OpenBLAS")
+    else:
+        assert text.startswith("OpenBLAS") and "  " not in text

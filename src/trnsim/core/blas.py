@@ -36,6 +36,7 @@ class _Library:
     get_threads: Callable
     sgemm: Callable | None  # cblas_sgemm with argtypes set, or None where it is not exported
     started_threads: int  # the thread count when trnsim first looked: what numpy's a @ b uses
+    config: str  # OpenBLAS's own description: version and the CPU kernels it chose
 
 
 # Symbol names by build: numpy's wheels ship scipy-openblas with 64-bit integers and a prefix.
@@ -58,8 +59,23 @@ def _openblas() -> _Library | None:
             getter = getattr(library, f"{prefix}_get_num_threads{suffix}", None)
             if setter is not None and getter is not None:
                 sgemm = _sgemm(getattr(library, f"{cblas}_sgemm{suffix}", None), integer)
-                return _Library(setter, getter, sgemm, getter())
+                return _Library(setter, getter, sgemm, getter(), _config(library, prefix, suffix))
     return None
+
+
+def _config(library, prefix: str, suffix: str) -> str:
+    function = getattr(library, f"{prefix}_get_config{suffix}", None)
+    if function is None:
+        return "OpenBLAS"
+    function.restype = ctypes.c_char_p
+    return " ".join(function().decode(errors="replace").split())
+
+
+def describe() -> str:
+    """The BLAS numpy uses as OpenBLAS reports it (version, the CPU kernels it chose), for benchmark
+    reports: OPENBLAS_CORETYPE or CPU detection can change numpy's GEMM speed by 2x."""
+    library = _openblas()
+    return library.config if library is not None else f"not OpenBLAS ({np.__version__} numpy)"
 
 
 def _sgemm(function, integer) -> Callable | None:
