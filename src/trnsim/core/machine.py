@@ -38,14 +38,19 @@ def _user_file(filename: str) -> str | None:
     return path
 
 
+_source_loc = functools.lru_cache(maxsize=4096)(SourceLoc)
+"""One SourceLoc per kernel line (they are frozen): a loop issues from the same few lines."""
+
+
 def kernel_line() -> SourceLoc | None:
     """Like SourceLoc.of_caller (first frame outside trnsim), with the per-file test cached:
     it runs once per instruction."""
     frame = sys._getframe(1)
     while frame is not None:
-        path = _user_file(frame.f_code.co_filename)
+        code = frame.f_code
+        path = _user_file(code.co_filename)
         if path is not None:
-            return SourceLoc(path, frame.f_lineno, frame.f_code.co_name)
+            return _source_loc(path, frame.f_lineno, code.co_name)
         frame = frame.f_back
     return None
 
@@ -145,5 +150,5 @@ class NeuronCore:
             self.queue.add(ins, inputs, outputs)
         elif self.with_values:
             run_instruction(ins, inputs, outputs, self._state, self.strict)
-        self.trace.append(ins)
+        self.launch.trace.append(ins)
         return ins

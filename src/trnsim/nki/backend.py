@@ -15,7 +15,7 @@ from trnsim.core.machine import NeuronCore, kernel_line
 from trnsim.core.memory import GatherView, contiguous_strides
 from trnsim.errors import KernelError, SourceLoc, UnsupportedError
 from trnsim.nki import dtypes
-from trnsim.nki.tensor import IndirectColumns, NkiTensor
+from trnsim.nki.tensor import IndirectColumns, IndirectTensor, NkiTensor
 
 _active: contextvars.ContextVar[NeuronCore | None] = contextvars.ContextVar("trnsim_nki_core", default=None)
 
@@ -72,9 +72,15 @@ def issue(opcode: Opcode, dst, srcs=(), params=None, engine=None, name: str = ""
     """Record one instruction with output views `dst` and input views `srcs`."""
     running = core()
     chosen = _engine(engine)
-    outputs = _operands(dst if isinstance(dst, tuple) else (dst,), opcode, chosen, running)
-    inputs = _operands(srcs, opcode, chosen, running)
+    outputs, inputs = (dst if isinstance(dst, tuple) else (dst,)), tuple(srcs)
+    if not _PLAIN_VIEWS.issuperset(map(type, outputs + inputs)):  # a None or an indirect view
+        outputs = _operands(outputs, opcode, chosen, running)
+        inputs = _operands(inputs, opcode, chosen, running)
     return running.issue(opcode, outputs, inputs, params or {}, chosen, name or "")
+
+
+_PLAIN_VIEWS = frozenset({NkiTensor, IndirectTensor})
+"""Operand types `issue` passes on as they are (the test runs in C, once per instruction)."""
 
 
 def _operands(views, opcode: Opcode, engine: Engine | None, running: NeuronCore) -> tuple:
