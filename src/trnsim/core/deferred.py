@@ -41,10 +41,11 @@ from trnsim.core.memory import GatherView, View
 from trnsim.core.pool import POOL
 from trnsim.core.trace import Instruction
 
-SEGMENT_MATMULS = 256
+SEGMENT_MATMULS = 512
 """A segment holding this many matmuls runs at the next chain boundary (a matmul after a
-non-matmul). 256 matmuls of 128 x 128 x 512 are ~4 GFLOP: GEMMs stay large, memory stays bounded
-(measured on the 2-core project machine: 256 beat both 128 and one segment per whole block)."""
+non-matmul). 512 matmuls of 128 x 128 x 512 are ~8 GFLOP: GEMMs stay large, memory stays bounded
+(measured on the 2-core project machine with bench/emulator.py's kernel, interleaved in one
+process: ratio 1.60-1.65 at 512 against 1.72 at 256; 1024 was no better)."""
 
 
 @dataclass(slots=True)
