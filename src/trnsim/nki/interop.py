@@ -93,10 +93,19 @@ def _to_torch(values: np.ndarray):
     return torch.from_numpy(np.ascontiguousarray(values))
 
 
-def from_hbm(result, kind: str):
-    """Kernel results (tensors, or tuples/lists/dicts of them) as arrays of the caller's kind."""
+def from_hbm(result, kind: str, handed: set[int] | None = None):
+    """Kernel results (tensors, or tuples/lists/dicts of them) as arrays of the caller's kind.
+
+    `handed` holds the ids of buffers the kernel made whose memory nothing else can see (a
+    kernel-made HBM output): the first result that covers one whole is returned without a copy."""
+    handed = set() if handed is None else handed
     if isinstance(result, NkiTensor):
-        values = np.array(result.array())
+        values = result.array()
+        storage = result.storage
+        if storage.id in handed and values.flags.c_contiguous and values.nbytes == storage.data.nbytes:
+            handed.discard(storage.id)  # a second result on the same buffer gets its own copy
+        else:
+            values = np.array(values)
         if kind == "torch":
             return _to_torch(values)
         if kind == "neuron":  # tensors on trnsim's torch device come back on it
@@ -106,9 +115,9 @@ def from_hbm(result, kind: str):
             return jnp.asarray(values)
         return values
     if isinstance(result, tuple | list):
-        return type(result)(from_hbm(r, kind) for r in result)
+        return type(result)(from_hbm(r, kind, handed) for r in result)
     if isinstance(result, dict):
-        return {k: from_hbm(v, kind) for k, v in result.items()}
+        return {k: from_hbm(v, kind, handed) for k, v in result.items()}
     return result
 
 

@@ -118,7 +118,7 @@ def run(kernel: Kernel, args, kwargs, *, target: str | None, with_values: bool):
     interop.write_back(args, hbm_args, launch.trace, with_values)
     result = results[0]
     _check_outputs(result, launch)
-    return interop.from_hbm(result, kind) if with_values else result
+    return interop.from_hbm(result, kind, set(launch.created)) if with_values else result
 
 
 def _launch(fn, cores, args, kwargs) -> list:

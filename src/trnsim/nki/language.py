@@ -145,7 +145,8 @@ def random_seed(seed) -> None:
 
 
 def shared_constant(constant, dtype=None, **_) -> NkiTensor:
-    values = np.asarray(constant, dtypes.dtype(dtype).numpy if dtype is not None else None)
+    """A copy of `constant` in shared HBM: the kernel's tensor never aliases the caller's array."""
+    values = np.array(constant, dtypes.dtype(dtype).numpy if dtype is not None else None)
     return backend.new_tensor(values.shape, values.dtype, shared_hbm, "constant", values=values)
 
 
