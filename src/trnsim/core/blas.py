@@ -151,8 +151,8 @@ def _single_thread_is_faster(_period: int) -> int | None:
         return time.perf_counter() - start
 
     with limited(1):
-        seconds(float("inf"))
-    seconds(float("inf"))
+        warm_up_s = seconds(float("inf"))
+    seconds(2 * warm_up_s)  # the default's warm-up, cut short like every timing of a thrashing pool
     # Best of a few alternating rounds: one burst of another process's work must not decide.
     single_s = default_s = float("inf")
     for _ in range(_PROBE_ROUNDS):
