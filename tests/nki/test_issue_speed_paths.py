@@ -2,19 +2,25 @@
 
 `NkiTensor.__getitem__` tries `_plain_index` (ints and step-less slices) before the general
 `_index`; every key must come out the same either way: same view, or the same error and message.
+Sub-views are remembered per tensor, and kernel lines per code position: both must stay right.
 """
+
+import inspect
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
 from trnsim import hardware
 from trnsim.core.machine import Launch, NeuronCore
-from trnsim.errors import ShapeError, TrnsimError
+from trnsim.errors import KernelError, ShapeError, TrnsimError
 from trnsim.nki import backend, dtypes
 from trnsim.nki.isa import VirtualRegister
-from trnsim.nki.tensor import DynSlice
+from trnsim.nki.tensor import _VIEWS_KEPT, DynSlice
 
 SHAPES = {dtypes.SBUF: (8, 6, 10), dtypes.PSUM: (4, 16), dtypes.HBM: (5, 7, 3, 2)}
 
@@ -100,3 +106,69 @@ def test_indirect_views_still_refuse_slicing(tensors):
     indirect = hbm.ap([[6, 5], [1, 6]], vector_offset=tensors[0][0:5, 0, 0:1], indirect_dim=0)
     with pytest.raises(ShapeError, match="cannot be viewed further"):
         indirect[0:2]
+
+
+def test_a_sub_view_is_made_once_and_keeps_its_region(tensors):
+    sbuf = tensors[0]
+    first = sbuf[:, 2, 3:7]
+    again = sbuf[:, -4, 3:-3]  # the same window, spelled differently
+    assert again is first and again.region() is first.region()
+    assert sbuf[:, 2, 3:8] is not first and sbuf[:, 2, 3:8].shape == (8, 5)
+
+
+def test_a_tensor_remembers_a_bounded_number_of_sub_views(tensors):
+    flat = backend.new_tensor((_VIEWS_KEPT + 10,), "float32", dtypes.HBM)
+    views = [flat[i:i + 1] for i in range(_VIEWS_KEPT + 10)]
+    assert [v.offset for v in views] == list(range(_VIEWS_KEPT + 10))
+    assert len(flat._views) == _VIEWS_KEPT
+    assert flat[3:4] is views[3] and flat[_VIEWS_KEPT + 5:_VIEWS_KEPT + 6] is not views[-5]
+
+
+def _copies_from_two_lines(x):
+    """Three tensor_copy instructions from one line in a loop, and one from the line after."""
+    tile = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile, src=x)
+    for _ in range(3):
+        nisa.tensor_copy(dst=tile,
+                         src=tile)  # a call that spans two lines is reported at its first
+    nisa.tensor_copy(dst=tile, src=tile)
+    out = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=tile)
+    return out
+
+
+def test_kernel_lines_stay_exact_when_cached():
+    source, first = inspect.getsourcelines(_copies_from_two_lines)
+    loop_line = first + next(i for i, text in enumerate(source) if "src=tile)  #" in text) - 1
+    trace = nki.trace(_copies_from_two_lines, np.zeros((4, 8), np.float32))
+    copies = [ins.where for ins in trace if ins.opcode.value == "tensor_copy"]
+    assert [w.line for w in copies] == [loop_line] * 3 + [loop_line + 2]
+    assert {w.function for w in copies} == {"_copies_from_two_lines"}
+    assert copies[0] is copies[1]  # one SourceLoc per code position
+    assert all(w.file == __file__ for w in copies)
+
+
+def test_errors_still_name_the_kernel_line():
+    def bad(x):
+        tile = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+        acc = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.psum)
+        line = inspect.currentframe().f_lineno + 1
+        nisa.tensor_tensor(dst=tile, data1=acc, data2=acc, op=nl.add)
+        return line
+    with pytest.raises(KernelError, match="reads at most one input from PSUM") as caught:
+        nki.trace(bad, np.zeros((4, 8), np.float32))
+    assert caught.value.where.line > 0 and caught.value.where.file == __file__
+    assert caught.value.where.function == "bad"
+
+
+def test_the_shallowest_callers_still_find_the_kernel_line():
+    """kernel_line starts at its caller's caller: a kernel calling the back end itself is one frame
+    above that."""
+    def direct(x):
+        tile = backend.new_tensor((4, 8), "float32", dtypes.SBUF)
+        backend.issue(nisa.Opcode.MEMSET, tile, (), {"value": 0.0})
+        return x
+    (memset,) = nki.trace(direct, np.zeros((4, 8), np.float32))
+    made_at = inspect.getsourcelines(direct)[1] + 1
+    assert memset.where.line == made_at + 1 and memset.where.function == "direct"
+    assert memset.outputs[0].name == f"direct:{made_at}"

@@ -8,6 +8,8 @@ from the `CoreSpec` of the target (trnsim.hardware).
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from trnsim.core.isa import DMA, ELEMENTWISE, SAME_PARTITIONS, SPECS, Engine, Memory, Opcode
 from trnsim.core.rules import RuleTable
 from trnsim.core.trace import Instruction, Region
@@ -25,12 +27,12 @@ def _fail(kind: type, ins: Instruction, message: str, hint: str | None = None):
 def check(ins: Instruction, core) -> None:
     """Every check for one instruction on one core generation."""
     spec = SPECS[ins.opcode]
-    for role, regions, allowed in (("input", ins.inputs, spec.reads), ("output", ins.outputs, spec.writes)):
-        for region in regions:
-            if region.memory not in allowed:
-                names = "/".join(sorted(m.value.upper() for m in allowed))
-                _fail(KernelError, ins, f"{role} {region.name!r} is in {region.memory.value.upper()}; "
-                      f"this instruction takes {role}s in {names}")
+    for region in ins.inputs:
+        if region.memory not in spec.reads:
+            _wrong_memory(ins, "input", region, spec.reads)
+    for region in ins.outputs:
+        if region.memory not in spec.writes:
+            _wrong_memory(ins, "output", region, spec.writes)
     regions = ins.inputs + ins.outputs
     partitions, dtypes = core.partitions, core.dtypes
     for region in regions:
@@ -53,6 +55,12 @@ def check(ins: Instruction, core) -> None:
     rule = CHECK.get(ins.opcode)
     if rule is not None:
         rule(ins, core)
+
+
+def _wrong_memory(ins: Instruction, role: str, region: Region, allowed) -> None:
+    names = "/".join(sorted(m.value.upper() for m in allowed))
+    _fail(KernelError, ins, f"{role} {region.name!r} is in {region.memory.value.upper()}; "
+          f"this instruction takes {role}s in {names}")
 
 
 _TWO_FULL_INPUTS = frozenset({Opcode.TENSOR_TENSOR, Opcode.TENSOR_COPY_PREDICATED})
@@ -100,8 +108,8 @@ def _start_partitions(count: int, partitions: int) -> set[int]:
     return set(range(0, partitions, partitions // 4))
 
 
-def _free(region: Region) -> int:
-    return region.elements_per_partition
+_free = attrgetter("elements_per_partition")
+"""Elements per partition of a Region: `_free(region)`."""
 
 
 @CHECK.register(Opcode.MATMUL)
@@ -109,7 +117,8 @@ def _matmul(ins: Instruction, core) -> None:
     """Tile limits, matching contraction, and the dtype pairing rules of nc_matmul."""
     dst = ins.outputs[0]
     stationary, moving = ins.inputs[0], ins.inputs[1]
-    double_row = ins.params.get("perf_mode") == "double_row"
+    params = ins.params
+    double_row = params.get("perf_mode") == "double_row"
     contraction = stationary.partition_count
     if contraction != moving.partition_count:
         _fail(ShapeError, ins, f"contraction mismatch: stationary has {contraction} "
@@ -117,29 +126,30 @@ def _matmul(ins: Instruction, core) -> None:
     rows = 2 if double_row else 1
     m_free, n_free = _free(stationary) // rows, _free(moving) // rows
     limit_n = core.matmul_max_moving_free_bf16_dst if dst.dtype == "bfloat16" else core.matmul_max_moving_free
-    limits = (("contraction K", contraction, core.matmul_max_contraction),
-              ("stationary free size M", m_free, core.matmul_max_stationary_free),
-              ("moving free size N", n_free, limit_n))
-    for label, value, limit in limits:
-        if value > limit:
-            _fail(ShapeError, ins, f"{label} is {value}; the limit on {core.name} is {limit}",
-                  hint="tile the matmul")
-    _matmul_tiling(ins, core, contraction, m_free)
+    if contraction > core.matmul_max_contraction or m_free > core.matmul_max_stationary_free or \
+            n_free > limit_n:  # the loop only names the first limit passed
+        for label, value, limit in (("contraction K", contraction, core.matmul_max_contraction),
+                                    ("stationary free size M", m_free, core.matmul_max_stationary_free),
+                                    ("moving free size N", n_free, limit_n)):
+            if value > limit:
+                _fail(ShapeError, ins, f"{label} is {value}; the limit on {core.name} is {limit}",
+                      hint="tile the matmul")
+    if params.get("tile_size") or params.get("tile_position"):
+        _matmul_tiling(ins, core, contraction, m_free)
     dst_free = _free(dst)
     if dst.partition_count != m_free or dst_free != n_free:
         _fail(ShapeError, ins, f"dst {dst.name!r} is [{dst.partition_count}, {dst_free}] but "
               f"stationary.T @ moving is [{m_free}, {n_free}]")
-    if ins.params.get("is_transpose"):
+    if params.get("is_transpose"):
         return  # transpose mode may write 16-bit results and pair any dtypes: bits move unchanged
     _matmul_dtypes(ins, core, stationary.dtype, moving.dtype, dst.dtype, double_row)
     _psum_bank(ins, core, dst)
 
 
 def _matmul_tiling(ins: Instruction, core, rows: int, cols: int) -> None:
-    """tile_size from {128, 64} (and 32 from generation 3), positions on multiples of it."""
+    """tile_size from {128, 64} (and 32 from generation 3), positions on multiples of it (called
+    when the matmul gives either)."""
     size, position = ins.params.get("tile_size") or (), ins.params.get("tile_position") or ()
-    if not size and not position:
-        return
     if ins.param("perf_mode") == "double_row":
         _fail(ShapeError, ins, "perf_mode=double_row cannot be combined with tile_position/tile_size")
     full = core.partitions

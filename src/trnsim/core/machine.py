@@ -15,6 +15,7 @@ import os
 import sys
 import threading
 from dataclasses import dataclass, field
+from types import CodeType, FrameType
 
 import numpy as np
 
@@ -38,21 +39,37 @@ def _user_file(filename: str) -> str | None:
     return path
 
 
-_source_loc = functools.lru_cache(maxsize=4096)(SourceLoc)
-"""One SourceLoc per kernel line (they are frozen): a loop issues from the same few lines."""
+_LOCATIONS: dict[int, tuple[CodeType, dict[int, SourceLoc]]] = {}
+"""id(code) -> (code, {bytecode offset: SourceLoc}) for the user's code objects. Each entry holds
+its code object, so no other code can take the id while the entry lives."""
 
 
 def kernel_line() -> SourceLoc | None:
-    """Like SourceLoc.of_caller (first frame outside trnsim), with the per-file test cached:
-    it runs once per instruction."""
-    frame = sys._getframe(1)
+    """Like SourceLoc.of_caller (first frame outside trnsim), from the caller's caller on (the
+    caller is trnsim, which owns this helper), with files and lines cached: it runs once per
+    instruction."""
+    frame = sys._getframe(2)
     while frame is not None:
         code = frame.f_code
         path = _user_file(code.co_filename)
         if path is not None:
-            return _source_loc(path, frame.f_lineno, code.co_name)
+            return _location(frame, code, path)
         frame = frame.f_back
     return None
+
+
+def _location(frame: FrameType, code: CodeType, path: str) -> SourceLoc:
+    """The frame's SourceLoc, made once per code position: `f_lineno` decodes the line table from
+    its start, which for a long kernel costs more than the rest of an issue."""
+    entry = _LOCATIONS.get(id(code))
+    if entry is None:
+        if len(_LOCATIONS) >= 4096:  # a bound on the code objects kept alive
+            _LOCATIONS.clear()
+        entry = _LOCATIONS[id(code)] = (code, {})
+    where = entry[1].get(frame.f_lasti)
+    if where is None:
+        where = entry[1][frame.f_lasti] = SourceLoc(path, frame.f_lineno, code.co_name)
+    return where
 
 
 @dataclass

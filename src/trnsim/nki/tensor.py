@@ -31,10 +31,18 @@ class DynSlice:
         self.start, self.size, self.step = start, size, step
 
 
+_VIEWS_KEPT = 1024
+"""Most sub-views one tensor remembers (`NkiTensor._view`); more are made afresh each time."""
+
+
 class NkiTensor(View):
     """A tensor on HBM, SBUF or PSUM, or a view on one."""
 
-    __slots__ = ("_region",)
+    __slots__ = ("_region", "_views")
+
+    def __init__(self, storage, shape, strides, offset, element=None):
+        super().__init__(storage, shape, strides, offset, element)
+        self._region = self._views = None  # made when first asked for (`region`, `_view`)
 
     # --- attributes -------------------------------------------------------------------------
     @property
@@ -71,9 +79,9 @@ class NkiTensor(View):
     def region(self) -> Region:
         """The trace's description of this operand, made once: a view never changes, and a tile
         is often the operand of many instructions."""
-        region = getattr(self, "_region", None)
+        region = self._region
         if region is None:
-            region = self._region = super().region()
+            region = self._region = View.region(self)
         return region
 
     def _derive(self, shape, strides, offset, dtype=None) -> NkiTensor:
@@ -108,16 +116,41 @@ class NkiTensor(View):
             if type(key) is not slice or key.step is not None:
                 return None
             start, stop = key.start, key.stop
-            if start is not None and (type(start) is not int or start > size):
+            if start is None:
+                start = 0
+            elif type(start) is not int or start > size:
                 return None
-            if stop is not None and (type(stop) is not int or stop > size):
+            elif start < 0:  # from the end, clipped at 0, as slice.indices does
+                start = max(start + size, 0)
+            if stop is None:
+                stop = size
+            elif type(stop) is not int or stop > size:
                 return None
-            start, stop, _ = key.indices(size)  # negative ends count from the end
+            elif stop < 0:
+                stop = max(stop + size, 0)
             offset += start * stride
             new_shape.append(stop - start if stop > start else 0)
             new_strides.append(stride)
-        indexed = len(keys)  # dims without an index are kept whole
-        return self._derive((*new_shape, *shape[indexed:]), (*new_strides, *strides[indexed:]), offset)
+        indexed = len(keys)
+        if indexed < len(shape):  # dims without an index are kept whole
+            new_shape += shape[indexed:]
+            new_strides += strides[indexed:]
+        return self._view(tuple(new_shape), tuple(new_strides), offset)
+
+    def _view(self, shape: tuple, strides: tuple, offset: int) -> NkiTensor:
+        """The view with this window, made once per tensor (up to `_VIEWS_KEPT` of them): kernels
+        cut the same tiles out of a block again and again (the K loop of a matmul), and a view
+        made before has its region built already. Views never change, so sharing one is safe."""
+        views = self._views
+        if views is None:
+            views = self._views = {}
+        key = (shape, strides, offset)
+        view = views.get(key)
+        if view is None:
+            view = self._derive(shape, strides, offset)
+            if len(views) < _VIEWS_KEPT:
+                views[key] = view
+        return view
 
     def _index(self, keys: tuple) -> NkiTensor:
         """Any key: ints, slices, DynSlices and registers, with an Ellipsis anywhere."""
