@@ -94,6 +94,14 @@ def test_out_of_bounds_and_registers_raise_as_before(tensors):
         sbuf[:, VirtualRegister(2)]
 
 
+def test_a_tuple_subclass_key_is_a_tuple_of_indices(tensors):
+    class Key(tuple):
+        pass
+    sbuf = tensors[0]
+    assert sbuf[Key((2, slice(1, 3)))] is sbuf[2, 1:3]
+    assert sbuf[Key((2, slice(1, 3)))].shape == (1, 2, 10)
+
+
 def test_integer_index_keeps_the_partition_dim_on_chip_only(tensors):
     sbuf, _, hbm = tensors[:3]
     assert sbuf[3].shape == (1, 6, 10) and sbuf[-1, 2].shape == (1, 10)

@@ -89,7 +89,7 @@ class NkiTensor(View):
 
     # --- indexing ---------------------------------------------------------------------------
     def __getitem__(self, key) -> NkiTensor:
-        keys = key if type(key) is tuple else (key,)
+        keys = key if isinstance(key, tuple) else (key,)
         view = self._plain_index(keys)
         return view if view is not None else self._index(keys)
 
