@@ -6,6 +6,9 @@ Sub-views are remembered per tensor, and kernel lines per code position: both mu
 """
 
 import inspect
+import pathlib
+import re
+import sys
 
 import numpy as np
 import pytest
@@ -180,3 +183,15 @@ def test_the_shallowest_callers_still_find_the_kernel_line():
     made_at = inspect.getsourcelines(direct)[1] + 1
     assert memset.where.line == made_at + 1 and memset.where.function == "direct"
     assert memset.outputs[0].name == f"direct:{made_at}"
+
+
+def test_the_measuring_snippet_in_the_docs_runs(monkeypatch):
+    root = pathlib.Path(__file__).resolve().parents[2]
+    doc = root / "docs" / "nki-issue-path.md"
+    (snippet,) = re.findall(r"```python\n(.*?)```", doc.read_text(), re.S)
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    scope: dict = {}
+    exec(compile(snippet, str(doc), "exec"), scope)
+    trace = scope["matmul_blocked"].last_trace
+    assert len(trace) == 1124 and trace.counts()[nisa.Opcode.MATMUL] == 1024
