@@ -56,6 +56,8 @@ ANY = st.one_of(
     st.just(Ellipsis),
     st.builds(DynSlice, st.integers(-2, 9), st.integers(0, 6), st.sampled_from([1, 2])),
     st.builds(np.int64, BOUND),
+    st.builds(lambda value: VirtualRegister(value), st.integers(0, 5)),  # read raises: trace only
+    st.builds(lambda value: slice(VirtualRegister(value), None), st.integers(0, 5)),
 )
 
 
