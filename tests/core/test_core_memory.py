@@ -110,3 +110,26 @@ def test_tiles_on_disjoint_partitions_may_share_bytes():
         memory.allocate(Memory.SBUF, (32, 64), F32, "clash", address=(48, 0))
     with pytest.raises(ShapeError):
         memory.allocate(Memory.SBUF, (64, 4), F32, "past_the_end", address=(96, 1024))
+
+
+def test_a_write_from_another_thread_waits_for_the_owed_fill(monkeypatch):
+    """LNC=2 cores are threads writing halves of one output: the NaN fill owed to the buffer must
+    finish before either half is written, or the fill would wipe the other core's half."""
+    import threading
+    import time
+
+    from trnsim.core import memory as memory_module
+    slow_fill = memory_module.fill_uninitialised
+
+    def fill_after_a_pause(data, dtype):
+        time.sleep(0.05)  # the other thread writes meanwhile, unless it waits for the fill
+        slow_fill(data, dtype)
+    monkeypatch.setattr(memory_module, "fill_uninitialised", fill_after_a_pause)
+    shared = system().allocate(Memory.SBUF, (4, 4), F32, "shared")
+    filler = threading.Thread(target=shared.values)
+    filler.start()
+    time.sleep(0.01)
+    View(shared, (2, 4), (4, 1), 8).assign(np.ones((2, 4), np.float32))  # rows 2-3, like a peer core
+    filler.join()
+    values = shared.values().reshape(4, 4)
+    assert (values[2:] == 1).all() and np.isnan(values[:2]).all()

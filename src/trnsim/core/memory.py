@@ -14,6 +14,7 @@ reads of uninitialised data show up; with `config.override(strict=True)` such re
 from __future__ import annotations
 
 import itertools
+import threading
 import weakref
 from dataclasses import dataclass
 from math import prod
@@ -93,11 +94,16 @@ class Buffer:
         self._shared.shadow = values
 
     def values(self) -> np.ndarray | None:
-        """The stored values (flat), given the uninitialised fill first if it is still owed."""
+        """The stored values (flat), given the uninitialised fill first if it is still owed.
+
+        The flag drops only once the fill is done, under a lock: the two cores of an LNC=2 launch
+        (threads) write halves of one shared-HBM output, and neither may write before the fill."""
         shared = self._shared
         if shared.unfilled:
-            shared.unfilled = False
-            fill_uninitialised(self.data, self.dtype)
+            with _FILL_LOCK:
+                if shared.unfilled:
+                    fill_uninitialised(self.data, self.dtype)
+                    shared.unfilled = False
         return self.data
 
     def clone(self) -> Buffer:
@@ -113,6 +119,9 @@ class Buffer:
 
 
 _CLONED = tuple(name for name in Buffer.__slots__ if name not in ("queue", "__weakref__"))
+
+
+_FILL_LOCK = threading.Lock()
 
 
 class _Shared:
