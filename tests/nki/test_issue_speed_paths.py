@@ -189,7 +189,7 @@ def test_the_shallowest_callers_still_find_the_kernel_line():
 
 def test_the_measuring_snippet_in_the_docs_runs(monkeypatch):
     root = pathlib.Path(__file__).resolve().parents[2]
-    doc = root / "docs" / "nki-issue-path.md"
+    doc = root / "docs" / "emulator-speed.md"
     (snippet,) = re.findall(r"```python\n(.*?)```", doc.read_text(), re.S)
     monkeypatch.chdir(root)
     monkeypatch.setattr(sys, "path", list(sys.path))
