@@ -2,7 +2,7 @@
 wall time of timing-only mode (trace without values + schedule) for the blocked matmul at the
 tutorial size. Prints one JSON object.
 
-    python bench/timing.py [--repeats 3]
+    python bench/timing.py [--repeats 5]
 
 The trace is the matmul tutorial's tiled kernel at [4096,8192] @ [8192,8192] (99,328
 instructions: DMAs, matmuls, copies), recorded once in trace-only mode. The baseline, measured in
@@ -70,7 +70,7 @@ def timing_only_blocked() -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     trace = tutorial.traces("tutorial", kernels=[tutorial.matmul_tiled])["matmul_tiled"]
     schedule(trace, "trn1")  # warm-up: imports, cost tables
