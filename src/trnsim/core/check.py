@@ -126,14 +126,12 @@ def _matmul(ins: Instruction, core) -> None:
     rows = 2 if double_row else 1
     m_free, n_free = _free(stationary) // rows, _free(moving) // rows
     limit_n = core.matmul_max_moving_free_bf16_dst if dst.dtype == "bfloat16" else core.matmul_max_moving_free
-    if contraction > core.matmul_max_contraction or m_free > core.matmul_max_stationary_free or \
-            n_free > limit_n:  # the loop only names the first limit passed
-        for label, value, limit in (("contraction K", contraction, core.matmul_max_contraction),
-                                    ("stationary free size M", m_free, core.matmul_max_stationary_free),
-                                    ("moving free size N", n_free, limit_n)):
-            if value > limit:
-                _fail(ShapeError, ins, f"{label} is {value}; the limit on {core.name} is {limit}",
-                      hint="tile the matmul")
+    for label, value, limit in (("contraction K", contraction, core.matmul_max_contraction),
+                                ("stationary free size M", m_free, core.matmul_max_stationary_free),
+                                ("moving free size N", n_free, limit_n)):
+        if value > limit:
+            _fail(ShapeError, ins, f"{label} is {value}; the limit on {core.name} is {limit}",
+                  hint="tile the matmul")
     if params.get("tile_size") or params.get("tile_position"):
         _matmul_tiling(ins, core, contraction, m_free)
     dst_free = _free(dst)

@@ -20,8 +20,8 @@ The rules that make reordering safe:
 * Queued operands point at `Buffer.clone()`s, so a tile the kernel drops is freed exactly when it
   would be without the queue: allocation, addresses and the trace never depend on deferral.
 * A segment also ends, at the next chain boundary, once it holds SEGMENT_MATMULS matmuls: queued
-  operands keep their tiles' values alive, and a bounded segment lets numpy reuse that memory
-  and keeps a grid's output block cache-sized.
+  operands keep their tiles' values alive, and a bounded segment lets the array pool
+  (core/pool.py) reuse that memory.
 
 Matmuls that do not form such a grid run one by one, as before. Strict mode and
 `config.override(eager=True)` execute every instruction when it is issued.
