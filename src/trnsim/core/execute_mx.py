@@ -20,8 +20,6 @@ from trnsim.errors import ShapeError
 
 GROUP_PARTITIONS = 8  # partitions per MX group (x 4 packed elements = 32 values)
 QUADRANT = 32  # partitions per quadrant; a quadrant's 4 groups keep their scales in it
-E8M0_BIAS = 127
-E8M0_NAN = 0xFF
 _ELEMENT = {"float8_e4m3fn_x4": "float8_e4m3fn", "float8_e5m2_x4": "float8_e5m2",
             "float4_e2m1fn_x4": "float4_e2m1fn"}
 
@@ -44,13 +42,6 @@ def scale_rows(groups: int, scale_partitions: int) -> list[int]:
     return rows
 
 
-def _scale_factors(codes: np.ndarray) -> np.ndarray:
-    """2^(code - 127) per code, NaN for 0xFF."""
-    codes = codes.astype(np.int64)
-    factors = np.ldexp(np.float32(1), (codes - E8M0_BIAS).astype(np.int32)).astype(F32)
-    return np.where(codes == E8M0_NAN, np.float32(np.nan), factors)
-
-
 def _dequantised(io: Operands, data: int, scale: int) -> np.ndarray:
     """An x4 operand [P, F] as fp32 [P*4, F] in contraction order (partition, then element)."""
     view = io.inputs[data]
@@ -61,7 +52,7 @@ def _dequantised(io: Operands, data: int, scale: int) -> np.ndarray:
     codes = io.raw(scale).view(np.uint8).reshape(io.inputs[scale].shape[0], -1)
     groups = -(-partitions // GROUP_PARTITIONS)
     per_group = codes[scale_rows(groups, codes.shape[0])][:, :free]
-    factors = _scale_factors(per_group)[np.arange(partitions) // GROUP_PARTITIONS]
+    factors = numerics.e8m0_factors(per_group)[np.arange(partitions) // GROUP_PARTITIONS]
     return (values * factors[:, :, None]).transpose(0, 2, 1).reshape(partitions * 4, free)
 
 

@@ -161,15 +161,20 @@ def _round_elements(scaled: np.ndarray, fmt: MXFormat, rounding: str, seed) -> n
     return np.maximum(ints, -127).astype(np.int8)
 
 
+def e8m0_factors(codes: np.ndarray) -> np.ndarray:
+    """float32 2^(code - 127) for each E8M0 scale code, NaN for the NaN code 0xFF."""
+    exponents = np.asarray(codes).astype(np.int64) - E8M0_BIAS
+    return np.where(exponents == E8M0_NAN - E8M0_BIAS, np.float32(np.nan),
+                    np.ldexp(np.float32(1), np.minimum(exponents, E8M0_BIAS).astype(np.int32)))
+
+
 def dequantize_mx(mx: MXArray) -> np.ndarray:
     """float32 values of an MXArray (exact: element times a power of two, NaN for NaN scales)."""
     values = mx.elements.astype(np.float32)
     if mx.format.element is None:
         values = values / np.float32(2**MXINT8_FRACTION_BITS)
     blocks = _blocked(values, mx.axis, mx.block)
-    exponents = np.moveaxis(mx.scale_exponents, mx.axis, -1)[..., None]
-    factor = np.where(exponents == E8M0_NAN - E8M0_BIAS, np.float32(np.nan),
-                      np.ldexp(np.float32(1), np.minimum(exponents, E8M0_BIAS).astype(np.int32)))
+    factor = e8m0_factors(np.moveaxis(mx.scales.view(np.uint8), mx.axis, -1)[..., None])
     out = np.multiply(blocks, factor, dtype=np.float32)
     moved = out.reshape(*out.shape[:-2], out.shape[-2] * out.shape[-1])
     return np.moveaxis(moved, -1, mx.axis).astype(np.float32)
