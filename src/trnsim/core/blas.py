@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from trnsim import hardware
+
 
 @dataclass(frozen=True)
 class _Library:
@@ -139,8 +141,9 @@ _PROBE_ROUNDS = 3
 def _single_thread_is_faster(_period: int) -> int | None:
     if _busy():  # other processes want every core: one thread, without probing
         return 1
-    stationary = np.ones((128, 128), np.float32)
-    moving = np.ones((128, 512), np.float32)
+    core = hardware.core("trn2")  # one nc_matmul at its largest tile: [K, M] and [K, N]
+    stationary = np.ones((core.matmul_max_contraction, core.matmul_max_stationary_free), np.float32)
+    moving = np.ones((core.matmul_max_contraction, core.matmul_max_moving_free), np.float32)
 
     def seconds(limit_s: float) -> float:
         start = time.perf_counter()
