@@ -1,6 +1,7 @@
 """trnsim: AWS Trainium in software. See README.md for the tour."""
 
 from trnsim.errors import (
+    ArgumentError,
     CapacityError,
     ConfigError,
     DTypeError,
@@ -21,6 +22,7 @@ __all__ = [
     "DTypeError",
     "FormatError",
     "HazardError",
+    "ArgumentError",
     "KernelError",
     "ShapeError",
     "SpecError",

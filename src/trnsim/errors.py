@@ -45,20 +45,40 @@ def _is_library_frame(path: str) -> bool:
 
 
 class TrnsimError(Exception):
-    """Base of every error trnsim raises on purpose. Catch this to catch them all."""
+    """Base of every error trnsim raises on purpose. Catch this to catch them all.
+
+    `where` is the kernel line the error is about (None outside a kernel) and `op` the NKI call;
+    when set, the message starts with them. An error raised inside an `nl`/`nisa` call without a
+    line is given the kernel's line on its way out (`locate`), so every kernel error names it.
+    """
 
     anchor = "trnsimerror"
 
-    def __init__(self, message: str, *, hint: str | None = None):
+    def __init__(self, message: str, *, hint: str | None = None, where: SourceLoc | None = None,
+                 op: str | None = None):
         self.message = message
         self.hint = hint
+        self.where = where
+        self.op = op
         super().__init__(self._render())
 
+    def locate(self, where: SourceLoc | None, op: str | None = None) -> TrnsimError:
+        """Attach the kernel line (and call) this error is about, unless it already names one."""
+        if self.where is None and where is not None:
+            self.where = where
+            self.op = self.op or op
+            self.args = (self._render(),)
+        return self
+
     def _render(self) -> str:
+        parts = [str(self.where)] if self.where else []
+        if self.op:
+            parts.append(self.op)
         text = self.message
         if self.hint:
             text += f" — {self.hint}"
-        return text
+        parts.append(text)
+        return ": ".join(parts)
 
 
 class ConfigError(TrnsimError, ValueError):
@@ -97,10 +117,11 @@ class UnsupportedError(TrnsimError, NotImplementedError):
 
     anchor = "unsupportederror"
 
-    def __init__(self, message: str, *, what: str = "", target: str | None = None, hint: str | None = None):
+    def __init__(self, message: str, *, what: str = "", target: str | None = None, hint: str | None = None,
+                 where: SourceLoc | None = None, op: str | None = None):
         self.what = what
         self.target = target
-        super().__init__(message, hint=hint)
+        super().__init__(message, hint=hint, where=where, op=op)
 
 
 class KernelError(TrnsimError):
@@ -113,16 +134,8 @@ class KernelError(TrnsimError):
 
     def __init__(self, message: str, *, where: SourceLoc | None = None, op: str | None = None,
                  hint: str | None = None):
-        self.where = where if where is not None else SourceLoc.of_caller()
-        self.op = op
-        super().__init__(message, hint=hint)
-
-    def _render(self) -> str:
-        parts = [str(self.where)] if self.where else []
-        if self.op:
-            parts.append(self.op)
-        parts.append(super()._render())
-        return ": ".join(parts)
+        super().__init__(message, hint=hint, op=op,
+                         where=where if where is not None else SourceLoc.of_caller())
 
 
 class ShapeError(KernelError, ValueError):
@@ -132,6 +145,16 @@ class ShapeError(KernelError, ValueError):
     """
 
     anchor = "shapeerror"
+
+
+class ArgumentError(KernelError, TypeError, ValueError):
+    """An `nl`/`nisa` call got arguments it does not take: an unknown or missing keyword, a value of
+    the wrong kind (None, a string or a numpy array where a tile goes), or a value out of range.
+
+    Example: ``nisa.nc_matmul(..., acumulate=True)``. Fix: use the names and values the message lists.
+    """
+
+    anchor = "argumenterror"
 
 
 class DTypeError(KernelError, TypeError):
@@ -168,4 +191,4 @@ class HazardError(KernelError):
 
 
 ALL_ERRORS = (TrnsimError, ConfigError, SpecError, FormatError, UnsupportedError, KernelError,
-              ShapeError, DTypeError, CapacityError, HazardError)
+              ArgumentError, ShapeError, DTypeError, CapacityError, HazardError)
