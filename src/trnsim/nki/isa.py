@@ -14,6 +14,7 @@ from trnsim.core.isa import Opcode
 from trnsim.core.trace import InputRef
 from trnsim.errors import KernelError, UnsupportedError
 from trnsim.nki import backend
+from trnsim.nki.calls import checked_calls
 from trnsim.nki.registers import VirtualRegister, register_alloc, register_load, register_move, register_store
 from trnsim.nki.tensor import IndirectTensor, NkiTensor
 
@@ -122,7 +123,7 @@ def _issue(opcode: Opcode, dst, srcs, params, engine_choice=None, name=None):
 
 # --- data movement -------------------------------------------------------------------------------
 def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=None,
-             name=None, **_):
+             name=None):
     params = {"dge_mode": _enum_value(dge_mode), "oob_mode": _enum_value(oob_mode), "priority": priority,
               "queue": _enum_value(engine)}
     _same_size(dst, src, "dma_copy")
@@ -144,21 +145,21 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
                   name)
 
 
-def tensor_copy(dst, src, engine=engine.unknown, name=None, **_):
+def tensor_copy(dst, src, engine=engine.unknown, name=None):
     _same_size(dst, src, "tensor_copy")
     return _issue(Opcode.TENSOR_COPY, dst, [src], {}, engine, name)
 
 
-def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None, **_):
+def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
     return _issue(Opcode.TENSOR_COPY_PREDICATED, dst, [src, predicate], {"reverse_pred": bool(reverse_pred)},
                   None, name)
 
 
-def memset(dst, value, engine=engine.unknown, name=None, **_):
+def memset(dst, value, engine=engine.unknown, name=None):
     return _issue(Opcode.MEMSET, dst, [], {"value": value}, engine, name)
 
 
-def iota(dst, pattern, offset=0, channel_multiplier=0, name=None, **_):
+def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     params = {"pattern": _pattern(pattern), "offset": _scalar(offset),
               "channel_multiplier": channel_multiplier}
     return _issue(Opcode.IOTA, dst, [], params, None, name)
@@ -182,7 +183,7 @@ def _same_size(dst, src, op: str) -> None:
 # --- Tensor Engine -------------------------------------------------------------------------------
 def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False,
               is_transpose=False, accumulate=None, tile_position=(), tile_size=(),
-              perf_mode=matmul_perf_mode.none, name=None, **_):
+              perf_mode=matmul_perf_mode.none, name=None):
     params = {"accumulate": accumulate, "is_transpose": bool(is_transpose),
               "perf_mode": _enum_value(perf_mode),
               "tile_position": tuple(tile_position or ()), "tile_size": tuple(tile_size or ()),
@@ -190,12 +191,12 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     return _issue(Opcode.MATMUL, dst, [stationary, moving], params, "tensor", name)
 
 
-def nc_transpose(dst, data, engine=engine.unknown, name=None, **_):
+def nc_transpose(dst, data, engine=engine.unknown, name=None):
     return _issue(Opcode.TRANSPOSE, dst, [data], {}, engine, name)
 
 
 def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
-                 accumulate=None, name=None, **_):
+                 accumulate=None, name=None):
     """MX matmul (trn3): x4-packed operands with E8M0 scales per 32 contraction values (K = 4 x P)."""
     params = {"accumulate": accumulate, "tile_position": tuple(tile_position or ()),
               "tile_size": tuple(tile_size or ()), "moving_free": moving.size // moving.shape[0]}
@@ -203,8 +204,10 @@ def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_p
                   "tensor", name)
 
 
-def quantize_mx(dst, src, dst_scale, name=None, **_):
+def quantize_mx(dst, src, dst_scale, name=None):
     """bf16/fp16 -> MXFP8 x4 words plus one E8M0 scale per 8-partition x 4-element group (trn3)."""
     return _issue(Opcode.QUANTIZE_MX, (dst, dst_scale), [src], {}, None, name)
 
 from trnsim.nki.isa_compute import *  # noqa: E402, F401, F403 - Scalar/Vector/GpSimd instructions
+
+checked_calls(globals(), "nisa")

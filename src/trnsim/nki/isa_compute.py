@@ -28,7 +28,7 @@ def _reduce_params(reduce_op, reduce_cmd_value) -> dict:
 
 
 def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=_IDLE,
-               name=None, **_):
+               name=None):
     """dst = op(data * scale + bias); with reduce_res, also a reduction along the free dims."""
     srcs = _Inputs([data])
     params = {"op": op_name(op), "bias": srcs.ref(bias), "scale": srcs.ref(scale),
@@ -37,7 +37,7 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
 
 
 def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False, reverse1=False,
-              reduce_op=None, reduce_res=None, reduce_cmd=_IDLE, engine=engine.scalar, name=None, **_):
+              reduce_op=None, reduce_res=None, reduce_cmd=_IDLE, engine=engine.scalar, name=None):
     """trn3: dst = op((data op0 imm0) op1 imm1) (op may be nl.prelu with relu_param), then an
     optional reduction as in activation."""
     spec = backend.core().spec
@@ -51,19 +51,19 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
     return _issue(Opcode.ACTIVATION, (dst, reduce_res), srcs, params, engine, name)
 
 
-def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None, **_):
+def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
     srcs = _Inputs([data])
     params = {"op": op_name(op), "bias": srcs.ref(bias), "scale": srcs.ref(scale),
               **_reduce_params(reduce_op, _RESET_REDUCE)}
     return _issue(Opcode.ACTIVATION_REDUCE, (dst, reduce_res), srcs, params, None, name)
 
 
-def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None, **_):
+def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
     return _issue(Opcode.TENSOR_TENSOR, dst, [data1, data2], {"op": op_name(op)}, engine, name)
 
 
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
-                  engine=engine.unknown, name=None, **_):
+                  engine=engine.unknown, name=None):
     srcs = _Inputs([data])
     params = {"op0": op_name(op0), "operand0": srcs.ref(operand0), "reverse0": bool(reverse0),
               "op1": op_name(op1), "operand1": srcs.ref(operand1), "reverse1": bool(reverse1)}
@@ -71,7 +71,7 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
 
 
 def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False,
-                         engine=engine.unknown, name=None, **_):
+                         engine=engine.unknown, name=None):
     srcs = _Inputs([data])
     params = {"op0": op_name(op0), "operand0": srcs.ref(operand0), "reverse0": bool(reverse0),
               "op1": op_name(op1), "operand1": srcs.ref(operand1), "reverse1": bool(reverse1)}
@@ -97,21 +97,21 @@ def _reduce_axes(axis, data, dst) -> tuple[int, ...]:
     return axes
 
 
-def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None, **_):
+def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
     axes = _reduce_axes(axis, data, dst)
     params = {"op": op_name(op), "axis": axes, "negate": bool(negate), "keepdims": bool(keepdims)}
     return _issue(Opcode.TENSOR_REDUCE, dst, [data], params, None, name)
 
 
 def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
-                         reduce_cmd=_RESET_REDUCE, reduce_init=None, reduce_res_negate=False, name=None, **_):
+                         reduce_cmd=_RESET_REDUCE, reduce_init=None, reduce_res_negate=False, name=None):
     srcs = _Inputs([data])
     params = {"op0": op_name(op0), "operand0": srcs.ref(operand0), "reverse0": bool(reverse0),
               "reduce_res_negate": bool(reduce_res_negate), **_reduce_params(reduce_op, reduce_cmd)}
     return _issue(Opcode.TENSOR_SCALAR_REDUCE, (dst, reduce_res), srcs, params, None, name)
 
 
-def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None, **_):
+def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
     """r[t] = (data0[t] op0 r[t-1]) op1 data1[t], starting from `initial`."""
     srcs = _Inputs([data0, data1])
     params = {"initial": srcs.ref(initial), "op0": op_name(op0), "op1": op_name(op1),
@@ -124,7 +124,7 @@ _CUMULATIVE_START = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "maximum": fl
 
 
 def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=_IDLE, reverse0=False,
-                             name=None, **_):
+                             name=None):
     """reg = op1(src[i] op0 imm0, reg); dst[i] = reg along the free dims (a scan on the Vector engine)."""
     combine, command = op_name(op1), _enum_value(reduce_cmd)
     if combine not in _CUMULATIVE_START:
@@ -139,30 +139,30 @@ def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=_ID
     return _issue(Opcode.TENSOR_TENSOR_SCAN, dst, [src, src], params, None, name)
 
 
-def tensor_partition_reduce(dst, op, data, name=None, **_):
+def tensor_partition_reduce(dst, op, data, name=None):
     return _issue(Opcode.TENSOR_PARTITION_REDUCE, dst, [data], {"op": op_name(op)}, None, name)
 
 
-def bn_stats(dst, data, name=None, **_):
+def bn_stats(dst, data, name=None):
     return _issue(Opcode.BN_STATS, dst, [data], {}, None, name)
 
 
-def bn_aggr(dst, data, name=None, **_):
+def bn_aggr(dst, data, name=None):
     return _issue(Opcode.BN_AGGR, dst, [data], {}, None, name)
 
 
-def reciprocal(dst, data, name=None, **_):
+def reciprocal(dst, data, name=None):
     return _issue(Opcode.RECIPROCAL, dst, [data], {}, None, name)
 
 
-def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=_IDLE, reduce_init=0.0, name=None, **_):
+def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=_IDLE, reduce_init=0.0, name=None):
     srcs = _Inputs([src])
     params = {"max_value": srcs.ref(max_value), **_reduce_params("add", reduce_cmd)}
     return _issue(Opcode.EXPONENTIAL, (dst, reduce_res), srcs, params, None, name)
 
 
 def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op="equal", offset=0,
-                  name=None, **_):
+                  name=None):
     """Keep on_true_tile where cmp_op(offset + channel_multiplier*p + pattern . i, 0), else the value."""
     params = {"pattern": _pattern(pattern), "channel_multiplier": channel_multiplier,
               "on_false_value": float(on_false_value), "cmp_op": op_name(cmp_op), "offset": offset}
@@ -171,7 +171,7 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
 
 def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=_RESET_REDUCE,
                  reduce_res=None, reduce_op="maximum", range_start=0, on_false_value=-3.4028235e38,
-                 name=None, **_):
+                 name=None):
     srcs = _Inputs([on_true_tile])
     params = {"comp_op0": op_name(comp_op0), "comp_op1": op_name(comp_op1), "bound0": srcs.ref(bound0),
               "bound1": srcs.ref(bound1), "range_start": range_start, "on_false_value": float(on_false_value),
@@ -180,39 +180,39 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_c
 
 
 def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=_IDLE, reduce_op="maximum",
-                  reverse_pred=False, name=None, **_):
+                  reverse_pred=False, name=None):
     srcs = _Inputs([predicate, on_true])
     params = {"on_false": srcs.ref(on_false), "reverse_pred": bool(reverse_pred),
               **_reduce_params(reduce_op, reduce_cmd)}
     return _issue(Opcode.SELECT_REDUCE, (dst, reduce_res), srcs, params, None, name)
 
 
-def max8(dst, src, name=None, **_):
+def max8(dst, src, name=None):
     return _issue(Opcode.MAX8, dst, [src], {}, None, name)
 
 
-def nc_find_index8(dst, data, vals, name=None, **_):
+def nc_find_index8(dst, data, vals, name=None):
     return _issue(Opcode.FIND_INDEX8, dst, [data, vals], {}, None, name)
 
 
-def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None, **_):
+def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
     return _issue(Opcode.MATCH_REPLACE8, (dst, dst_idx), [data, vals], {"imm": float(imm)}, None, name)
 
 
-def nc_stream_shuffle(dst, src, shuffle_mask, name=None, **_):
+def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
     return _issue(Opcode.STREAM_SHUFFLE, dst, [src], {"shuffle_mask": tuple(int(m) for m in shuffle_mask)},
                   None, name)
 
 
-def nc_n_gather(dst, data, indices, name=None, **_):
+def nc_n_gather(dst, data, indices, name=None):
     return _issue(Opcode.N_GATHER, dst, [data, indices], {}, None, name)
 
 
-def rng(dst, engine=engine.vector, name=None, **_):
+def rng(dst, engine=engine.vector, name=None):
     return _issue(Opcode.RNG, dst, [], {}, engine, name)
 
 
-def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=None, name=None, **_):
+def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=None, name=None):
     """dst = srcs[0] + srcs[1] + ... computed in fp32 by the DMA engines (only add, scales 1.0)."""
     if op_name(reduce_op) != "add" or any(float(s) != 1.0 for s in (scales or ())):
         raise UnsupportedError(f"dma_compute supports reduce_op=add with scales of 1.0, not "
@@ -223,7 +223,7 @@ def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode
     return _issue(Opcode.DMA_COPY, dst, list(srcs), {"reduce_op": "add", "queue": None}, "dma", name)
 
 
-def topk(val_dst, idx_dst, src, n, name=None, **_):
+def topk(val_dst, idx_dst, src, n, name=None):
     """The n largest values of each partition (descending) and their uint32 indices, found 8 at a
     time with max8 + nc_match_replace8, as hardware top-k kernels do (ties: see nc_match_replace8)."""
     from trnsim.nki.dtypes import SBUF
@@ -241,7 +241,7 @@ def topk(val_dst, idx_dst, src, n, name=None, **_):
     return val_dst
 
 
-def rand2(dst, min, max, name=None, **_):  # noqa: A002 - NKI's argument names
+def rand2(dst, min, max, name=None):  # noqa: A002 - NKI's argument names
     """Uniform random values in [min, max) (trn3)."""
     spec = backend.core().spec
     if spec.generation < 4:
@@ -250,12 +250,12 @@ def rand2(dst, min, max, name=None, **_):  # noqa: A002 - NKI's argument names
     return _issue(Opcode.RNG, dst, [], {"low": float(min), "high": float(max)}, None, name)
 
 
-def dropout(dst, data, prob, name=None, **_):
+def dropout(dst, data, prob, name=None):
     srcs = _Inputs([data])
     return _issue(Opcode.DROPOUT, dst, srcs, {"prob": srcs.ref(prob)}, None, name)
 
 
-def set_rng_seed(src_seeds, name=None, **_):
+def set_rng_seed(src_seeds, name=None):
     """Re-seed this core's generator from a [1,1] tensor (simulate) or a Python int."""
     running = backend.core()
     if running.with_values:
@@ -266,14 +266,14 @@ def set_rng_seed(src_seeds, name=None, **_):
         running.state.rng = np.random.default_rng(seed)
 
 
-def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=None, name=None, **_):
+def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=None, name=None):
     """Exchange tiles between the two cores of an LNC=2 launch (a DMA into the peer's memory)."""
     from trnsim.nki.lnc import exchange
     exchange(src, dst, int(send_to_rank), int(recv_from_rank), int(pipe_id))
     return dst
 
 
-def core_barrier(data=None, cores=None, engine=engine.gpsimd, name=None, **_):
+def core_barrier(data=None, cores=None, engine=engine.gpsimd, name=None):
     from trnsim.nki.lnc import barrier
     barrier()
     return data
@@ -287,7 +287,7 @@ def _whole(value, op: str, argument: str) -> int:
     return int(value)
 
 
-def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None, **_):
+def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
     """Gather inside each GpSimd partition group: every partition of a group reads the group's
     uint16 indices (flattened partition-first; element offsets into its own flattened row),
     num_elem_per_idx contiguous elements per index, the first num_valid_indices of them."""
@@ -302,13 +302,13 @@ def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=N
     return _issue(Opcode.LOCAL_GATHER, dst, [src_buffer, index], params, None, name)
 
 
-def sequence_bounds(dst, segment_ids, name=None, **_):
+def sequence_bounds(dst, segment_ids, name=None):
     """dst[0, 0, i] / dst[0, 1, i]: start and end (exclusive) of the run of equal ids holding i;
     padding (id 0) gets n and -1. segment_ids is [1, n]; dst is [1, 2, n]."""
     return _issue(Opcode.SEQUENCE_BOUNDS, dst, [segment_ids], {}, None, name)
 
 
-def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None, **_):
+def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
     """On partitions 0, 16, 32, ... (one per GpSimd core): positions of the nonzero elements plus
     index_offset, then padding_val, then the count in the extra last element (trn2+)."""
     group = backend.core().spec.gpsimd_group_partitions
@@ -318,12 +318,12 @@ def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None, **_)
     return _issue(Opcode.NONZERO_WITH_COUNT, dst, [src], params, None, name)
 
 
-def rand_set_state(src_seeds, engine=engine.gpsimd, name=None, **_):
+def rand_set_state(src_seeds, engine=engine.gpsimd, name=None):
     """Load the engine's PRNG state words ([P, words] uint32, one row per lane) (trn2+)."""
     backend.issue(Opcode.RAND_SET_STATE, (), (src_seeds,), {}, engine, name or "")
 
 
-def rand_get_state(dst, engine=engine.gpsimd, name=None, **_):
+def rand_get_state(dst, engine=engine.gpsimd, name=None):
     """Store the engine's PRNG state words; loading them back with rand_set_state replays the
     random numbers drawn since (trn2+)."""
     return _issue(Opcode.RAND_GET_STATE, dst, [], {}, engine, name)

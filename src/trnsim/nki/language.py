@@ -17,6 +17,7 @@ from trnsim.core.isa import Memory
 from trnsim.errors import UnsupportedError
 from trnsim.nki import backend, dtypes
 from trnsim.nki import isa as nisa
+from trnsim.nki.calls import checked_calls
 from trnsim.nki.registers import VirtualRegister
 from trnsim.nki.tensor import DynSlice, NkiTensor
 
@@ -91,7 +92,7 @@ tile_size = _TileSize()
 
 
 # --- creation -------------------------------------------------------------------------------------
-def ndarray(shape, dtype, buffer=sbuf, name: str = "", address=None, **_) -> NkiTensor:
+def ndarray(shape, dtype, buffer=sbuf, name: str = "", address=None) -> NkiTensor:
     return backend.new_tensor(shape, dtype, buffer, name, _address(address))
 
 
@@ -104,37 +105,37 @@ def _address(address):
     return int(address)
 
 
-def full(shape, fill_value, dtype, buffer=sbuf, name: str = "", **_) -> NkiTensor:
+def full(shape, fill_value, dtype, buffer=sbuf, name: str = "") -> NkiTensor:
     tile = ndarray(shape, dtype, buffer, name)
     nisa.memset(dst=tile, value=fill_value)
     return tile
 
 
-def zeros(shape, dtype, buffer=sbuf, name: str = "", **_) -> NkiTensor:
+def zeros(shape, dtype, buffer=sbuf, name: str = "") -> NkiTensor:
     return full(shape, 0, dtype, buffer, name)
 
 
-def ones(shape, dtype, buffer=sbuf, name: str = "", **_) -> NkiTensor:
+def ones(shape, dtype, buffer=sbuf, name: str = "") -> NkiTensor:
     return full(shape, 1, dtype, buffer, name)
 
 
-def empty_like(x, dtype=None, buffer=None, name: str = "", **_) -> NkiTensor:
+def empty_like(x, dtype=None, buffer=None, name: str = "") -> NkiTensor:
     return ndarray(x.shape, dtype or x.dtype, buffer or x.buffer, name)
 
 
-def zeros_like(x, dtype=None, buffer=None, name: str = "", **_) -> NkiTensor:
+def zeros_like(x, dtype=None, buffer=None, name: str = "") -> NkiTensor:
     return zeros(x.shape, dtype or x.dtype, buffer or x.buffer, name)
 
 
-def ones_like(x, dtype=None, buffer=None, name: str = "", **_) -> NkiTensor:
+def ones_like(x, dtype=None, buffer=None, name: str = "") -> NkiTensor:
     return ones(x.shape, dtype or x.dtype, buffer or x.buffer, name)
 
 
-def full_like(x, fill_value, dtype=None, buffer=None, name: str = "", **_) -> NkiTensor:
+def full_like(x, fill_value, dtype=None, buffer=None, name: str = "") -> NkiTensor:
     return full(x.shape, fill_value, dtype or x.dtype, buffer or x.buffer, name)
 
 
-def rand(shape, dtype=float32, buffer=sbuf, name: str = "", **_) -> NkiTensor:
+def rand(shape, dtype=float32, buffer=sbuf, name: str = "") -> NkiTensor:
     tile = ndarray(shape, dtype, buffer, name)
     nisa.rng(dst=tile)
     return tile
@@ -144,13 +145,13 @@ def random_seed(seed) -> None:
     nisa.set_rng_seed(seed)
 
 
-def shared_constant(constant, dtype=None, **_) -> NkiTensor:
+def shared_constant(constant, dtype=None) -> NkiTensor:
     """A copy of `constant` in shared HBM: the kernel's tensor never aliases the caller's array."""
     values = np.array(constant, dtypes.dtype(dtype).numpy if dtype is not None else None)
     return backend.new_tensor(values.shape, values.dtype, shared_hbm, "constant", values=values)
 
 
-def shared_identity_matrix(n: int, dtype=uint8, dst=None, **_) -> NkiTensor:
+def shared_identity_matrix(n: int, dtype=uint8, dst=None) -> NkiTensor:
     """An n x n identity built on chip: ones where partition == column."""
     ones_tile = ones((n, n), dtype)
     out = dst if dst is not None else ndarray((n, n), dtype)
@@ -160,30 +161,30 @@ def shared_identity_matrix(n: int, dtype=uint8, dst=None, **_) -> NkiTensor:
 
 
 # --- data movement ----------------------------------------------------------------------------------
-def load(src, dtype=None, **_) -> NkiTensor:
+def load(src, dtype=None) -> NkiTensor:
     tile = ndarray(src.shape, dtype or src.dtype, sbuf)
     nisa.dma_copy(dst=tile, src=src)
     return tile
 
 
-def store(dst, value, **_):
+def store(dst, value):
     nisa.dma_copy(dst=dst, src=value)
     return dst
 
 
-def load_transpose2d(src, dtype=None, **_) -> NkiTensor:
+def load_transpose2d(src, dtype=None) -> NkiTensor:
     tile = ndarray(tuple(reversed(src.shape)), dtype or src.dtype, sbuf)
     nisa.dma_transpose(dst=tile, src=src)
     return tile
 
 
-def copy(x, dtype=None, **_) -> NkiTensor:
+def copy(x, dtype=None) -> NkiTensor:
     tile = ndarray(x.shape, dtype or x.dtype, sbuf)
     nisa.tensor_copy(dst=tile, src=x, engine=nisa.engine.vector)
     return tile
 
 
-def matmul(x, y, transpose_x: bool = False, **_) -> NkiTensor:
+def matmul(x, y, transpose_x: bool = False) -> NkiTensor:
     """x @ y into a new fp32 PSUM tile; x is [K, M] already when transpose_x=True."""
     stationary = x if transpose_x else transpose(x)
     out = ndarray((stationary.shape[1], y.shape[1]), float32, psum)
@@ -191,7 +192,7 @@ def matmul(x, y, transpose_x: bool = False, **_) -> NkiTensor:
     return out
 
 
-def transpose(x, dtype=None, **_) -> NkiTensor:
+def transpose(x, dtype=None) -> NkiTensor:
     """[P, F] -> [F, P] through the PE array (or the Vector engine for tiles up to 32 x 32)."""
     rows, cols = x.shape[0], math.prod(x.shape[1:])
     small = builtins.max(rows, cols) <= tile_size.pmax // 4
@@ -200,7 +201,7 @@ def transpose(x, dtype=None, **_) -> NkiTensor:
     return copy(staged, dtype or x.dtype)
 
 
-def broadcast_to(x, shape, dtype=None, **_) -> NkiTensor:
+def broadcast_to(x, shape, dtype=None) -> NkiTensor:
     return copy(x.broadcast_to(tuple(shape)), dtype)
 
 
@@ -212,7 +213,7 @@ def ds(start, size: int, step: int = 1) -> DynSlice:
     return DynSlice(start, size, step)
 
 
-def gather_flattened(data, indices, axis: int = 0, dtype=None, **_) -> NkiTensor:
+def gather_flattened(data, indices, axis: int = 0, dtype=None) -> NkiTensor:
     """Per partition, out[p, ...] = flattened data[p][indices[p, ...]] (a GpSimd gather)."""
     out = ndarray(indices.shape, data.dtype, sbuf)
     nisa.nc_n_gather(dst=out, data=data, indices=indices)
@@ -220,25 +221,25 @@ def gather_flattened(data, indices, axis: int = 0, dtype=None, **_) -> NkiTensor
 
 
 # --- loops and control flow ---------------------------------------------------------------------
-def affine_range(start, stop=None, step=1, **_) -> range:
+def affine_range(start, stop=None, step=1) -> range:
     return range(start, stop, step) if stop is not None else range(start)
 
 
 sequential_range = static_range = affine_range
 
 
-def dynamic_range(start, stop=None, step=1, **_):
+def dynamic_range(start, stop=None, step=1):
     start, stop = (0, start) if stop is None else (start, stop)
     return range(_int(start), _int(stop), _int(step))
 
 
-def fori_loop(lower, upper, body_fun, step=1, **_):
+def fori_loop(lower, upper, body_fun, step=1):
     """Run body_fun(i) for each i; the loop variable is a read-only register."""
     for i in range(_int(lower), _int(upper), _int(step)):
         body_fun(VirtualRegister(i))
 
 
-def while_loop(init, body_fun, **_):
+def while_loop(init, body_fun):
     """r = init; while r != 0: r = body_fun(r) — the body returns the next condition register."""
     condition = init
     while _int(condition) != 0:
@@ -278,7 +279,7 @@ def program_ndim() -> int:
     return len(backend.core().grid)
 
 
-def device_print(prefix, tensor=None, **_) -> None:
+def device_print(prefix, tensor=None) -> None:
     """Print a tensor's values (simulate) or its shape and dtype (trace_only)."""
     running = backend.core()
     if tensor is None:
@@ -305,3 +306,5 @@ def __getattr__(name: str):
 
 
 from trnsim.nki.language_math import *  # noqa: E402, F401, F403 - the math half of nl
+
+checked_calls(globals(), "nl")

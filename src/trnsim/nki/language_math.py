@@ -37,7 +37,7 @@ def _is_column(y, x) -> bool:
 
 
 def _binary(name: str):
-    def op(x, y, dtype=None, **_):
+    def op(x, y, dtype=None):
         if isinstance(x, NkiTensor) and isinstance(y, NkiTensor) and not _is_column(y, x):
             out = _new(x.shape, dtype or x.dtype)
             return nisa.tensor_tensor(dst=out, data1=x, data2=y, op=name)
@@ -52,7 +52,7 @@ def _binary(name: str):
 
 
 def _unary(name: str):
-    def op(x, dtype=None, **_):
+    def op(x, dtype=None):
         out = _new(x.shape, dtype or x.dtype)
         return nisa.activation(dst=out, op=name, data=x)
     op.__name__ = op.nki_op = name
@@ -61,7 +61,7 @@ def _unary(name: str):
 
 
 def _reduction(name: str):
-    def op(x, axis, dtype=None, keepdims=False, **_):
+    def op(x, axis, dtype=None, keepdims=False):
         axes = tuple(a % x.ndim for a in (axis if isinstance(axis, tuple | list) else (axis,)))
         shape = [1 if d in axes else s for d, s in enumerate(x.shape) if keepdims or d not in axes]
         out = _new(shape or [1], dtype or x.dtype)
@@ -139,7 +139,7 @@ prod = _reduction("multiply")  # noqa: A001 - NKI's name
 bypass, prelu, average = "bypass", "prelu", "average"
 
 
-def reciprocal(x, dtype=None, **_):
+def reciprocal(x, dtype=None):
     """1/x on the Vector engine."""
     return nisa.reciprocal(dst=_new(x.shape, dtype or x.dtype), data=x)
 
@@ -147,7 +147,7 @@ def reciprocal(x, dtype=None, **_):
 reciprocal.nki_op = "reciprocal"
 
 
-def sin(x, dtype=None, **_):
+def sin(x, dtype=None):
     """sin with range reduction to [-pi, pi) first (the bare activation has none)."""
     reduced = _new(x.shape, "float32")
     nisa.tensor_scalar(dst=reduced, data=x, op0="add", operand0=math.pi, op1="mod", operand1=2 * math.pi)
@@ -158,11 +158,11 @@ def sin(x, dtype=None, **_):
 sin.nki_op = "sin"
 
 
-def logical_not(x, dtype=None, **_):
+def logical_not(x, dtype=None):
     return nisa.tensor_scalar(dst=_new(x.shape, dtype or x.dtype), data=x, op0="equal", operand0=0)
 
 
-def invert(x, dtype=None, **_):
+def invert(x, dtype=None):
     """Bitwise NOT of an integer tile."""
     return nisa.tensor_scalar(dst=_new(x.shape, dtype or x.dtype), data=x, op0="bitwise_xor", operand0=-1)
 
@@ -170,7 +170,7 @@ def invert(x, dtype=None, **_):
 bitwise_not = invert
 
 
-def mean(x, axis, dtype=None, keepdims=False, **_):
+def mean(x, axis, dtype=None, keepdims=False):
     axes = axis if isinstance(axis, tuple | list) else (axis,)
     total = sum(x, axis, dtype="float32", keepdims=keepdims)
     count = math.prod(x.shape[a] for a in axes)
@@ -178,7 +178,7 @@ def mean(x, axis, dtype=None, keepdims=False, **_):
                               operand0=1.0 / count)
 
 
-def var(x, axis, dtype=None, keepdims=False, **_):
+def var(x, axis, dtype=None, keepdims=False):
     """Population variance along the free axes: mean((x - mean)^2)."""
     centre = mean(x, axis, dtype="float32", keepdims=True)
     centred = _new(x.shape, "float32")
@@ -190,11 +190,11 @@ def var(x, axis, dtype=None, keepdims=False, **_):
     return mean(squared, axis, dtype or x.dtype, keepdims)
 
 
-def all(x, axis, dtype=None, **_):  # noqa: A001 - NKI's name
+def all(x, axis, dtype=None):  # noqa: A001 - NKI's name
     return _reduction("logical_and")(x, axis, dtype or "uint8")
 
 
-def where(condition, x, y, dtype=None, **_):
+def where(condition, x, y, dtype=None):
     """x where condition is non-zero, else y (either may be a number)."""
     like = condition
     out = _new(like.shape, dtype or (x.dtype if isinstance(x, NkiTensor) else "float32"))
@@ -209,7 +209,7 @@ def where(condition, x, y, dtype=None, **_):
     return nisa.tensor_copy_predicated(dst=out, src=source, predicate=condition)
 
 
-def softmax(x, axis=-1, dtype=None, **_):
+def softmax(x, axis=-1, dtype=None):
     """exp(x - max) / sum(exp(x - max)) along the free axis of a [P, F] tile."""
     partitions = x.shape[0]
     peak = _new((partitions, 1), "float32")
@@ -224,7 +224,7 @@ def softmax(x, axis=-1, dtype=None, **_):
     return nisa.tensor_scalar(dst=out, data=exps, op0="multiply", operand0=inverse)
 
 
-def rms_norm(x, w, axis=-1, n=None, epsilon=1e-6, dtype=None, compute_dtype=None, **_):
+def rms_norm(x, w, axis=-1, n=None, epsilon=1e-6, dtype=None, compute_dtype=None):
     """x / sqrt(mean(x^2) + epsilon) * w, for a [P, D] tile and w of shape [1, D] or [P, D]."""
     partitions, width = x.shape[0], x.shape[-1]
     squares, total = _new(x.shape, "float32"), _new((partitions, 1), "float32")
@@ -238,5 +238,5 @@ def rms_norm(x, w, axis=-1, n=None, epsilon=1e-6, dtype=None, compute_dtype=None
     return nisa.tensor_tensor(dst=_new(x.shape, dtype or x.dtype), data1=scaled, data2=weight, op="multiply")
 
 
-def dropout(x, rate, dtype=None, **_):
+def dropout(x, rate, dtype=None):
     return nisa.dropout(dst=_new(x.shape, dtype or x.dtype), data=x, prob=rate)
