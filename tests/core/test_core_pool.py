@@ -6,10 +6,10 @@ import itertools
 import numpy as np
 import pytest
 
-from trnsim.core import memory as memory_module
 from trnsim.core.isa import Memory
 from trnsim.core.memory import Allocator, DType, MemorySystem, full_view
 from trnsim.core.pool import SMALLEST_BYTES, ArrayPool
+from trnsim.core.runtime import current as current_runtime
 
 COUNT = SMALLEST_BYTES // 4 * 2  # float32 elements: large enough to be pooled
 
@@ -60,7 +60,7 @@ def test_the_pool_keeps_no_more_than_its_limit_and_ignores_small_arrays():
 
 
 def test_a_tile_on_reused_memory_still_reads_the_uninitialised_fill(monkeypatch):
-    monkeypatch.setattr(memory_module, "POOL", ArrayPool())
+    monkeypatch.setattr(current_runtime(), "pool", ArrayPool())
     memory = MemorySystem(Allocator(Memory.SBUF, 1 << 20, 128), Allocator(Memory.PSUM, 16384, 128, 2048),
                           with_values=True, track_writes=False, ids=itertools.count())
     f32 = DType("float32", np.dtype(np.float32))

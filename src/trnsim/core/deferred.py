@@ -38,7 +38,7 @@ from trnsim.core.execute import F32, accum_mask, f32_reused, settle
 from trnsim.core.execute import run as run_instruction
 from trnsim.core.isa import Memory, Opcode
 from trnsim.core.memory import GatherView, View
-from trnsim.core.pool import POOL
+from trnsim.core.runtime import current as current_runtime
 from trnsim.core.trace import Instruction
 
 SEGMENT_MATMULS = 512
@@ -206,7 +206,7 @@ def _run_grid(grid: dict, rows: list[list[View]], columns: list[list[View]]) -> 
     row_starts = np.cumsum([0] + [seq[0].shape[1] for seq in rows])
     column_starts = np.cumsum([0] + [seq[0].shape[1] for seq in columns])
     shape = int(row_starts[-1]), int(column_starts[-1])
-    total = POOL.empty(shape[0] * shape[1], F32).reshape(shape)
+    total = current_runtime().pool.empty(shape[0] * shape[1], F32).reshape(shape)
     with blas.as_started():
         for step in range(len(rows[0])):
             stationary = _panel([seq[step] for seq in rows])

@@ -17,8 +17,8 @@ from trnsim import numerics
 from trnsim.core import blas
 from trnsim.core.isa import Memory, Opcode
 from trnsim.core.memory import DType, View, check_initialised
-from trnsim.core.pool import POOL
 from trnsim.core.rules import RuleTable
+from trnsim.core.runtime import current as current_runtime
 from trnsim.core.trace import InputRef, Instruction
 from trnsim.errors import HazardError, UnsupportedError
 
@@ -115,7 +115,7 @@ def f32_reused(view: View) -> np.ndarray:
         return values if values.dtype == F32 else values.astype(F32)
     if buffer.shadow is None:
         values = buffer.values()
-        buffer.shadow = POOL.empty(values.size, F32)
+        buffer.shadow = current_runtime().pool.empty(values.size, F32)
         np.copyto(buffer.shadow, values, casting="unsafe")
     size = F32(0).itemsize
     strides = tuple(s * size for s in view.strides)

@@ -14,7 +14,6 @@ reads of uninitialised data show up; with `config.override(strict=True)` such re
 from __future__ import annotations
 
 import itertools
-import threading
 import weakref
 from dataclasses import dataclass
 from math import prod
@@ -22,7 +21,7 @@ from math import prod
 import numpy as np
 
 from trnsim.core.isa import Memory
-from trnsim.core.pool import POOL
+from trnsim.core.runtime import current as current_runtime
 from trnsim.core.trace import Region
 from trnsim.errors import CapacityError, HazardError, ShapeError
 
@@ -100,7 +99,7 @@ class Buffer:
         (threads) write halves of one shared-HBM output, and neither may write before the fill."""
         shared = self._shared
         if shared.unfilled:
-            with _FILL_LOCK:
+            with current_runtime().fill_lock:
                 if shared.unfilled:
                     fill_uninitialised(self.data, self.dtype)
                     shared.unfilled = False
@@ -119,9 +118,6 @@ class Buffer:
 
 
 _CLONED = tuple(name for name in Buffer.__slots__ if name not in ("queue", "__weakref__"))
-
-
-_FILL_LOCK = threading.Lock()
 
 
 class _Shared:
@@ -386,7 +382,7 @@ class MemorySystem:
             if values is not None:
                 data = np.ascontiguousarray(values, dtype.numpy).reshape(-1)
             else:
-                data = POOL.empty(count, dtype.numpy)  # filled on first use: Buffer.values
+                data = current_runtime().pool.empty(count, dtype.numpy)  # filled on first use: Buffer.values
         if self.with_values and (self.track_writes or memory is Memory.PSUM):
             written = np.full(count, values is not None, np.bool_)
         buffer_id = next(self._ids)

@@ -48,7 +48,11 @@ _IDLE = _idle_holders()
 
 
 class ArrayPool:
-    """Blocks of raw bytes by size; `empty` gives an idle one or makes (and keeps) a new one."""
+    """Blocks of raw bytes by size; `empty` gives an idle one or makes (and keeps) a new one.
+
+    The process's pool is `trnsim.core.runtime.current().pool`. Safe across threads (LNC=2 runs two
+    cores as threads): whoever finds an idle block holds a reference to it from then on, so no
+    other caller can see it as idle."""
 
     def __init__(self, limit_bytes: int = LIMIT_BYTES):
         self.limit_bytes = limit_bytes
@@ -78,8 +82,3 @@ class ArrayPool:
         """Forget every block (blocks still in use stay valid; they are simply not reused)."""
         self.blocks.clear()
         self.kept_bytes = 0
-
-
-POOL = ArrayPool()
-"""The process's pool. Safe across threads (LNC=2 runs two cores as threads): whoever finds an
-idle block holds a reference to it from then on, so no other caller can see it as idle."""

@@ -1,0 +1,102 @@
+"""The emulator's process-wide state, on one object with a reset.
+
+A few things outlive a kernel launch on purpose, to make the next launch faster: the array pool
+(memory for tile values, kept between runs), the BLAS thread count for kernels (probed, then kept
+for a few seconds), the cache of kernel source lines, and the counters and caches of the layers
+above core (the torch device's fallback counts and op times). They all hang off one `Runtime`, so
+there is one place to see them and one `reset()` that returns the process to its fresh state.
+The scheduler's pause of the cyclic garbage collector and the lock for owed NaN fills are here
+too: they are shared by every thread of the process.
+
+`current()` is the process's runtime. Layers above core (torch/) keep their state on it through
+`counter(name)` and `on_reset(clear)`, so core never imports them.
+
+Not here, by design: state with a shorter lifetime lives on its own object (a launch's cores,
+memory and trace on `Launch` and `NeuronCore`; settings scoped to a block in contextvars:
+`config.override`, the active NKI core, the stochastic-rounding stream), and memoised facts that
+a reset would rebuild identically (the hardware catalog, the numerics fast-path tables, the
+OpenBLAS library numpy loaded and the thread count it started with).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import gc
+import threading
+from collections.abc import Callable
+
+from trnsim.core.pool import ArrayPool
+
+
+class Runtime:
+    """Everything trnsim keeps between kernel launches, and `reset()` to forget it.
+
+    Attributes:
+        pool: recycled memory for tile values, fp32 shadows and grid sums (core/pool.py).
+        kernel_blas_threads: (probe period, thread count or None) as core/blas.py last probed the
+            BLAS thread count for instruction-sized GEMMs; None before the first probe.
+        kernel_lines: id(code) -> (code, its file if it is the user's, {bytecode offset:
+            SourceLoc}) for every code object a kernel line was looked up through
+            (core/machine.py); the entry holds its code object, so no other code can take the id.
+        counters: named counters that layers register with `counter` (torch: fallback counts).
+        fill_lock: held while a buffer's owed uninitialised fill is written (core/memory.py):
+            the cores of an LNC=2 launch are threads writing halves of one output.
+    """
+
+    def __init__(self):
+        self.pool = ArrayPool()
+        self.kernel_blas_threads: tuple[int, int | None] | None = None
+        self.kernel_lines: dict[int, tuple] = {}
+        self.counters: dict[str, collections.Counter] = {}
+        self.fill_lock = threading.Lock()
+        self._clearers: list[Callable[[], None]] = []
+        self._gc_lock = threading.Lock()
+        self._gc_pauses = 0
+        self._gc_was_enabled = False
+
+    def counter(self, name: str) -> collections.Counter:
+        """The counter called `name`, made empty on first use; `reset` empties it."""
+        return self.counters.setdefault(name, collections.Counter())
+
+    def on_reset(self, clear: Callable[[], None]) -> None:
+        """Call `clear` on every `reset`: how a layer above core hangs a cache on the runtime."""
+        self._clearers.append(clear)
+
+    def reset(self) -> None:
+        """Back to a fresh process: empty pool, no BLAS probe result, no cached kernel lines,
+        zeroed counters, registered caches cleared. Arrays already handed out stay valid. A
+        scheduler's GC pause in progress is left to end on its own."""
+        self.pool.clear()
+        self.kernel_blas_threads = None
+        self.kernel_lines.clear()
+        for counter in self.counters.values():
+            counter.clear()
+        for clear in self._clearers:
+            clear()
+
+    @contextlib.contextmanager
+    def gc_paused(self):
+        """Run the block with the cyclic garbage collector off (core/schedule.py: a long loop
+        that makes many small objects and no cycles). Pauses nest and may overlap across
+        threads: the collector comes back, if it was on, when the last pause ends."""
+        with self._gc_lock:
+            if self._gc_pauses == 0:
+                self._gc_was_enabled = gc.isenabled()
+                gc.disable()
+            self._gc_pauses += 1
+        try:
+            yield
+        finally:
+            with self._gc_lock:
+                self._gc_pauses -= 1
+                if self._gc_pauses == 0 and self._gc_was_enabled:
+                    gc.enable()
+
+
+_PROCESS = Runtime()
+
+
+def current() -> Runtime:
+    """The process's runtime."""
+    return _PROCESS
