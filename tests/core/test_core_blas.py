@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from trnsim.core import blas
+from trnsim.core.runtime import current as current_runtime
 
 
 def test_limited_sets_and_restores_the_thread_count():
@@ -37,20 +38,17 @@ def test_as_started_gives_grids_every_thread_inside_a_limited_kernel():
         assert getter() == 1
 
 
-def test_threads_for_kernels_is_one_or_none_and_cached():
+def test_threads_for_kernels_is_one_or_none_and_kept_on_the_runtime():
     choice = blas.threads_for_kernels()
     assert choice in (1, None)
-    assert blas.threads_for_kernels() == choice or blas._single_thread_is_faster.cache_info().currsize == 1
+    if blas._openblas() is not None:
+        assert current_runtime().kernel_blas_threads[1] == choice
 
 
 def test_busy_machine_gets_one_thread_without_probing(monkeypatch):
     monkeypatch.setattr(blas, "_busy", lambda: True)
     monkeypatch.setattr(blas, "limited", None)  # probing would call it and fail
-    blas._single_thread_is_faster.cache_clear()
-    try:
-        assert blas._single_thread_is_faster(-1) == 1
-    finally:
-        blas._single_thread_is_faster.cache_clear()
+    assert blas._single_thread_is_faster() == 1
 
 
 def test_one_slow_round_does_not_decide(monkeypatch):
@@ -75,12 +73,8 @@ def test_one_slow_round_does_not_decide(monkeypatch):
     monkeypatch.setattr(blas, "limited", fake_limited)
     monkeypatch.setattr(blas.np, "ones", lambda *a, **k: FakeMatrix())
     monkeypatch.setattr(blas.time, "perf_counter", lambda: state["now"])
-    blas._single_thread_is_faster.cache_clear()
-    try:
-        assert blas._single_thread_is_faster(-2) is None
-        assert state["entered"] == 3  # it took a second round to decide
-    finally:
-        blas._single_thread_is_faster.cache_clear()
+    assert blas._single_thread_is_faster() is None
+    assert state["entered"] == 3  # it took a second round to decide
 
 
 def _operands(rng):

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trnsim import hardware
+from trnsim.core.runtime import current as current_runtime
 
 
 @dataclass(frozen=True)
@@ -125,10 +126,15 @@ def _blas_rows(array: np.ndarray) -> int | None:
 
 def threads_for_kernels() -> int | None:
     """1 if one BLAS thread runs an instruction-sized GEMM faster than BLAS's default right now,
-    else None (leave BLAS alone). Measured at most every RECHECK_S seconds (a few ms each)."""
+    else None (leave BLAS alone). Measured at most every RECHECK_S seconds (a few ms each); the
+    runtime keeps the answer (`Runtime.kernel_blas_threads`)."""
     if _openblas() is None:
         return None
-    return _single_thread_is_faster(int(time.monotonic() // RECHECK_S))
+    runtime, period = current_runtime(), int(time.monotonic() // RECHECK_S)
+    probed = runtime.kernel_blas_threads
+    if probed is None or probed[0] != period:
+        probed = runtime.kernel_blas_threads = period, _single_thread_is_faster()
+    return probed[1]
 
 
 RECHECK_S = 5.0
@@ -137,8 +143,7 @@ _PROBE_CALLS = 8
 _PROBE_ROUNDS = 3
 
 
-@functools.lru_cache(maxsize=1)
-def _single_thread_is_faster(_period: int) -> int | None:
+def _single_thread_is_faster() -> int | None:
     if _busy():  # other processes want every core: one thread, without probing
         return 1
     core = hardware.core("trn2")  # one nc_matmul at its largest tile: [K, M] and [K, N]
