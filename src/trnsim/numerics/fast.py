@@ -1,6 +1,8 @@
 """Fast paths of `cast`, each bit-identical to the generic engine in engine.py (tests check it).
 
-* RNE into bf16/fp16: ml_dtypes/numpy astype, whose semantics are exactly ours there.
+* RNE into bf16/fp16: ml_dtypes/numpy astype, whose semantics are exactly ours there except for
+  NaN: numpy's float16 astype keeps the payload (even a signalling one), so spans holding NaN get
+  the engine's quiet NaN written over them.
 * RNE into formats of 8 bits or fewer: a lookup table built by the generic engine, indexed by the
   float32 sign, exponent, kept mantissa bits, round bit and a sticky bit (which together decide
   round-to-nearest-even completely).
@@ -28,6 +30,7 @@ from trnsim.numerics.formats import FloatFormat
 _CHUNK = 1 << 18
 _MAG = np.uint32(0x7FFFFFFF)
 _ASTYPE_EXACT = frozenset({"bfloat16", "float16"})
+_ASTYPE_KEEPS_NAN_PAYLOAD = frozenset({"float16"})  # ml_dtypes' bfloat16 writes the quiet NaN itself
 
 
 def _is_table_format(fmt: FloatFormat, max_bits: int) -> bool:
@@ -67,14 +70,26 @@ def nearest(x32: np.ndarray, fmt: FloatFormat, saturate: bool) -> np.ndarray:
 
 def _nearest_by_astype(flat: np.ndarray, fmt: FloatFormat) -> np.ndarray:
     out = np.empty(flat.size, fmt.numpy_dtype)
+    fix_nans = fmt.name in _ASTYPE_KEEPS_NAN_PAYLOAD
 
     def run_span(start: int) -> None:
+        source, dest = flat[start:start + _SPAN], out[start:start + _SPAN]
         # Overflow to Inf is the format's own rule here, not an accident worth a warning.
         with np.errstate(over="ignore", invalid="ignore"):
-            np.copyto(out[start:start + _SPAN], flat[start:start + _SPAN], casting="unsafe")
+            np.copyto(dest, source, casting="unsafe")
+        if fix_nans and source.size and np.isnan(source.max()):  # max() propagates NaN: one cheap pass
+            _write_quiet_nans(source, dest.view(fmt.code_dtype), fmt)
 
     _in_spans(flat.size, run_span, _idle_cores)
     return out
+
+
+def _write_quiet_nans(source: np.ndarray, codes: np.ndarray, fmt: FloatFormat) -> None:
+    """The engine's NaN (the format's quiet NaN, input sign kept) wherever `source` is NaN."""
+    where = np.flatnonzero(np.isnan(source))
+    negative = np.signbit(source[where])
+    sign_bit = 1 << (fmt.bits - 1)
+    codes[where] = np.where(negative, fmt.nan_code | sign_bit, fmt.nan_code)
 
 
 def _nearest_by_table(bits: np.ndarray, table: np.ndarray, mantissa_bits: int) -> np.ndarray:
