@@ -9,13 +9,12 @@ gets a clear error.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import os
 import sys
 import threading
 from dataclasses import dataclass, field
-from types import CodeType, FrameType
+from types import CodeType
 
 import numpy as np
 
@@ -24,13 +23,13 @@ from trnsim.core.deferred import DeferredQueue
 from trnsim.core.execute import run as run_instruction
 from trnsim.core.isa import SPECS, Engine, Memory, Opcode
 from trnsim.core.memory import Allocator, MemorySystem, View
+from trnsim.core.runtime import current as current_runtime
 from trnsim.core.trace import Instruction, Trace, freeze_params
 from trnsim.errors import KernelError, SourceLoc, TrnsimError, UnsupportedError
 
 _TRNSIM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
-@functools.lru_cache(maxsize=4096)
 def _user_file(filename: str) -> str | None:
     """The absolute path of a file that is the user's code, or None for trnsim and import machinery."""
     path = os.path.abspath(filename)
@@ -39,37 +38,32 @@ def _user_file(filename: str) -> str | None:
     return path
 
 
-_LOCATIONS: dict[int, tuple[CodeType, dict[int, SourceLoc]]] = {}
-"""id(code) -> (code, {bytecode offset: SourceLoc}) for the user's code objects. Each entry holds
-its code object, so no other code can take the id while the entry lives."""
-
-
 def kernel_line() -> SourceLoc | None:
     """Like SourceLoc.of_caller (first frame outside trnsim), from the caller's caller on (the
-    caller is trnsim, which owns this helper), with files and lines cached: it runs once per
-    instruction."""
+    caller is trnsim, which owns this helper). It runs once per instruction, so it caches whether
+    each code object is the user's and each code position's SourceLoc (`Runtime.kernel_lines`):
+    `f_lineno` decodes the line table from its start, which for a long kernel costs more than the
+    rest of an issue."""
+    lines = current_runtime().kernel_lines
     frame = sys._getframe(2)
     while frame is not None:
         code = frame.f_code
-        path = _user_file(code.co_filename)
+        _, path, at_offset = lines.get(id(code)) or _remember(lines, code)
         if path is not None:
-            return _location(frame, code, path)
+            where = at_offset.get(frame.f_lasti)
+            if where is None:
+                where = at_offset[frame.f_lasti] = SourceLoc(path, frame.f_lineno, code.co_name)
+            return where
         frame = frame.f_back
     return None
 
 
-def _location(frame: FrameType, code: CodeType, path: str) -> SourceLoc:
-    """The frame's SourceLoc, made once per code position: `f_lineno` decodes the line table from
-    its start, which for a long kernel costs more than the rest of an issue."""
-    entry = _LOCATIONS.get(id(code))
-    if entry is None:
-        if len(_LOCATIONS) >= 4096:  # a bound on the code objects kept alive
-            _LOCATIONS.clear()
-        entry = _LOCATIONS[id(code)] = (code, {})
-    where = entry[1].get(frame.f_lasti)
-    if where is None:
-        where = entry[1][frame.f_lasti] = SourceLoc(path, frame.f_lineno, code.co_name)
-    return where
+def _remember(lines: dict, code: CodeType) -> tuple:
+    """The kernel-lines entry of `code`: (code, its file if it is the user's, {offset: SourceLoc})."""
+    if len(lines) >= 4096:  # a bound on the code objects kept alive
+        lines.clear()
+    entry = lines[id(code)] = (code, _user_file(code.co_filename), {})
+    return entry
 
 
 @dataclass
