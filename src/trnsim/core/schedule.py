@@ -13,13 +13,13 @@ the same trace can be timed for any generation without re-running the kernel.
 
 from __future__ import annotations
 
-import gc
 from dataclasses import dataclass
 
 import numpy as np
 
 from trnsim.core.hazards import HazardTracker
 from trnsim.core.isa import MATMUL, Engine
+from trnsim.core.runtime import current as current_runtime
 from trnsim.core.timing import core_spec, instruction_seconds, issue_latency_s
 from trnsim.core.trace import Instruction, Trace
 from trnsim.errors import ConfigError
@@ -157,13 +157,8 @@ def schedule(trace: Trace, target: str | CoreSpec | None = None) -> Timeline:
     """Time `trace` on `target` (default: the target it was recorded for)."""
     # The loop makes many small lists and tuples and no reference cycles; the cyclic collector
     # would rescan them again and again (it doubled the time on 100k-instruction traces).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with current_runtime().gc_paused():
         return _schedule(trace, target)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _schedule(trace: Trace, target: str | CoreSpec | None) -> Timeline:
