@@ -1,10 +1,12 @@
 """The reference's concrete vectors (reference/numerics.md §1.4, §3.4-3.5) through the public cast."""
 
+import warnings
+
 import numpy as np
 import pytest
 
 from trnsim import FormatError
-from trnsim.numerics import cast, get_format, to_codes
+from trnsim.numerics import cast, float_format, get_format, to_codes
 
 
 @pytest.mark.parametrize("generic", [False, True])
@@ -80,3 +82,31 @@ def test_int_casts_saturate_and_accept_every_int_width():
     assert cast([0.0, 2.0, np.nan], "bool_").tolist() == [False, True, True]
     assert cast(np.float32([65535.5, 65536.5]), "uint16").tolist() == [65535, 65535]
     assert cast(np.float32([-32768.5, 32767.5]), "int16").tolist() == [-32768, 32767]
+
+
+SATURATING_TARGETS = ["float32", "tfloat32", "bfloat16", "float16", "float8_e4m3", "float8_e4m3fn",
+                      "float8_e5m2", "float6_e2m3fn", "float4_e2m1fn"]
+
+
+@pytest.mark.parametrize("name", SATURATING_TARGETS)
+@pytest.mark.parametrize("rounding", ["nearest", "stochastic"])
+def test_saturate_clamps_inf_and_float64_overflow_for_every_float_target(name, rounding):
+    """float32 included: ±Inf and float64 values beyond float32's range become ±max, not ±Inf."""
+    fmt = get_format(name)
+    x = np.array([np.inf, -np.inf, 1e300, -1e300, 3.5e38, 1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the float64 -> float32 step overflows by definition
+        y = cast(x, fmt, rounding=rounding, saturate=True, seed=0).astype(np.float64)
+    assert y.tolist() == [fmt.max, -fmt.max, fmt.max, -fmt.max, fmt.max, 1.0]
+
+
+def test_float32_target_keeps_inf_without_saturate():
+    assert cast([np.inf, 1e300], "float32").tolist() == [np.inf, np.inf]
+
+
+def test_custom_format_with_float32_mantissa_still_rounds_its_range():
+    """23 mantissa bits but 5 exponent bits: not float32, so values beyond its max overflow."""
+    fmt = float_format(exponent_bits=5, mantissa_bits=23)
+    y = cast(np.float32([1e6, 1.0 + 2**-23, -1e6]), fmt, saturate=None)
+    assert y.tolist() == [np.inf, 1.0 + 2**-23, -np.inf]
+    assert cast(np.float32([1e6]), fmt, saturate=True).tolist() == [fmt.max]

@@ -70,10 +70,12 @@ def stochastic_seed(seed: int):
 
 
 def as_float32(x, what: str = "input") -> np.ndarray:
-    """x as a float32 array; FormatError for data that are not real numbers."""
+    """x as a float32 array; FormatError for data that are not real numbers. Values beyond
+    float32's range become ±Inf, as rounding to float32 defines (so no overflow warning)."""
     arr = np.asarray(x)
     if arr.dtype.kind in "fiub" or arr.dtype.name in _ML_FLOAT_NAMES:
-        return arr.astype(np.float32, copy=False)
+        with np.errstate(over="ignore"):
+            return arr.astype(np.float32, copy=False)
     raise FormatError(f"{what} has dtype {arr.dtype}, which is not a real number type",
                       hint="pass float or integer data")
 
@@ -101,9 +103,14 @@ def cast(x, fmt, rounding: str | None = None, seed=None, saturate: bool | None =
     return _cast_float(x, fmt, rounding or default_rounding(), seed, bool(saturate), generic)
 
 
+FLOAT32 = get_format("float32")
+
+
 def _cast_float(x, fmt: FloatFormat, rounding: str, seed, saturate: bool, generic: bool) -> np.ndarray:
     x32 = as_float32(x)
-    if fmt.mantissa_bits == 23:
+    if fmt == FLOAT32:
+        if saturate:
+            return np.clip(x32, -fmt.max, fmt.max)
         return x32.copy() if x32 is x else x32
     if rounding == "stochastic":
         rng = random_stream(seed)
