@@ -20,6 +20,7 @@ from trnsim import hardware
 from trnsim.cli.specs import SourceNotes, add_common_options, add_plain_row, catalog_of, console, title_of
 from trnsim.errors import SpecError
 from trnsim.hardware.derived import FIGURES, Figure, figures
+from trnsim.hardware.specs import citations
 
 
 def resolve(catalog, name: str):
@@ -41,12 +42,12 @@ def _number(value: float | None, unit: str) -> str:
 
 
 def figure_cell(figure: Figure, notes: SourceNotes) -> str:
-    """The figure, its note, "*" if any input has disagreeing sources, and [n] source marks."""
+    """The figure, its note, "*" if any input has disagreeing sources, and the [keys] its inputs cite."""
     if figure.value is None:
         return figure.note or "—"
     marks = [notes.mark(sourced) for _, sourced in figure.inputs]
     star = "*" if any(mark.startswith("*") for mark in marks) else ""
-    refs = "".join(dict.fromkeys(mark.lstrip("*") for mark in marks))
+    refs = "".join(f"[{key}]" for key in dict.fromkeys(key for mark in marks for key in citations(mark)))
     note = f" ({figure.note})" if figure.note else ""
     return f"{_number(figure.value, figure.unit)}{note}{star}{refs}"
 
@@ -86,14 +87,14 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(as_json(specs), indent=2, ensure_ascii=False))
         return 0
     out = console()
-    notes = SourceNotes(args.sources)
+    notes = SourceNotes(args.sources, catalog)
     out.print(compare_table(specs, notes))
     notes.print(out)
     for spec in specs:
         if getattr(spec, "announced", False):
-            out.print(f"{spec.name}: announced only — {spec.note}", markup=False)
+            out.print(f"{spec.name}: announced only — {spec.note}", markup=False, soft_wrap=True)
     out.print("Prices are on-demand at the date shown; * marks figures where sources "
-              "disagree (--sources).", markup=False)
+              "disagree (--sources).", markup=False, soft_wrap=True)
     return 0
 
 

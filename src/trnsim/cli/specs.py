@@ -4,6 +4,7 @@
     trnsim specs chips                # one kind only (cores, chips, instances)
     trnsim specs trn2 p5.48xlarge     # every fact of the named entries
     trnsim specs trn2 --sources       # ... with the source of each figure and other sources' values
+    trnsim specs --sources            # summary tables citing [keys], then each document's title and URL
     trnsim specs trn2 --json          # the same for scripts
 """
 
@@ -20,6 +21,7 @@ from rich.text import Text
 from trnsim import hardware
 from trnsim.hardware.catalog import Catalog, default_catalog
 from trnsim.hardware.describe import KIND_OF, Row, row_map, rows, to_json
+from trnsim.hardware.specs import Document, citations
 
 KINDS = {"cores": "core", "chips": "chip", "instances": "instance"}
 """Words that select a whole kind of entry."""
@@ -44,32 +46,43 @@ def add_plain_row(table: Table, *cells: str) -> None:
     table.add_row(*(Text(text) for text in cells))
 
 
-def console() -> Console:
-    """Rich console; wide when output is not a terminal so piped tables are not folded."""
-    return Console(width=None if sys.stdout.isatty() else 200, highlight=False)
+UNFOLDED_WIDTH = 10_000
+"""Console width for a file or pipe: rich would otherwise assume 80 columns and fold table cells."""
+
+
+def console(stderr: bool = False) -> Console:
+    """Rich console: the terminal's width, or wide enough that a piped table keeps every cell whole."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(width=None if stream.isatty() else UNFOLDED_WIDTH, highlight=False, stderr=stderr)
 
 
 class SourceNotes:
-    """Numbers each distinct source once, so cells can carry [n] and a list follows the table."""
+    """The documents cells cite, so that with --sources a list of titles and URLs follows the table."""
 
-    def __init__(self, enabled: bool):
+    def __init__(self, enabled: bool, catalog: Catalog | None = None):
         self.enabled = enabled
-        self.numbers: dict[str, int] = {}
+        self.catalog = catalog
+        self.cited: dict[str, Document] = {}
 
     def mark(self, sourced) -> str:
-        """Text to append to a cell: "[n]" for its source, "*" when other sources disagree."""
+        """Text to append to a cell: "*" when other sources disagree, then its keys ("[S4]")."""
         if sourced is None:
             return ""
         star = "*" if sourced.alternatives else ""
         if not self.enabled:
             return star
-        number = self.numbers.setdefault(sourced.source, len(self.numbers) + 1)
-        return f"{star}[{number}]"
+        self.cite(sourced)
+        return star + "".join(f"[{key}]" for key in citations(sourced.source))
+
+    def cite(self, sourced) -> None:
+        """Remember the documents a fact and its alternatives cite, for the list under the table."""
+        if self.enabled and sourced is not None:
+            self.cited.update((doc.key, doc) for doc in self.catalog.documents_of(sourced))
 
     def print(self, out: Console) -> None:
-        if self.enabled:
-            for source, number in self.numbers.items():
-                out.print(f"  [{number}] {source}", markup=False)
+        for document in self.cited.values():
+            out.print(f"  [{document.key}] {document.title}: {' '.join(document.urls)}",
+                      markup=False, soft_wrap=True)
 
 
 def title_of(spec) -> str:
@@ -113,6 +126,7 @@ def detail_table(spec, notes: SourceNotes) -> Table:
         table.add_column(header, overflow="fold")
     for row in rows(spec):
         extra = provenance(row.sourced) if notes.enabled else ()
+        notes.cite(row.sourced)
         add_plain_row(table, row.path, cell(row, SourceNotes(False)), *extra)
     return table
 
@@ -134,16 +148,18 @@ def selected(catalog: Catalog, names: list[str]) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
-    specs = selected(catalog_of(args), args.names)
+    catalog = catalog_of(args)
+    specs = selected(catalog, args.names)
     if args.json:
         print(json.dumps([to_json(spec) for spec in specs], indent=2, ensure_ascii=False))
         return 0
     out = console()
     detailed = bool(args.names) and not all(name.lower() in KINDS for name in args.names)
-    notes = SourceNotes(args.sources)
+    notes = SourceNotes(args.sources, catalog)
     if detailed:
         for spec in specs:
             out.print(detail_table(spec, notes))
+        notes.print(out)
         return 0
     for kind in ("core", "chip", "instance"):
         chosen = [spec for spec in specs if KIND_OF[type(spec)] == kind]
@@ -151,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
             out.print(summary_table(kind, chosen, notes))
     notes.print(out)
     out.print("* sources disagree: the chosen value is shown; --sources or `trnsim specs NAME --sources` "
-              "lists the others.", markup=False)
+              "lists the others.", markup=False, soft_wrap=True)
     return 0
 
 

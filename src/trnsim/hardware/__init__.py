@@ -21,6 +21,7 @@ from trnsim.hardware.specs import (
     ChipSpec,
     CoreSpec,
     CostSpec,
+    Document,
     EngineSpec,
     InstanceSpec,
     InstructionCost,
@@ -74,7 +75,7 @@ def load(data_dir: str | Path) -> Catalog:
 
 
 __all__ = [
-    "TARGETS", "Alternative", "Catalog", "ChipSpec", "CoreSpec", "CostSpec", "EngineSpec",
-    "InstanceSpec", "InstructionCost", "Sourced", "chip", "chips", "core", "cores", "find",
+    "TARGETS", "Alternative", "Catalog", "ChipSpec", "CoreSpec", "CostSpec", "Document",
+    "EngineSpec", "InstanceSpec", "InstructionCost", "Sourced", "chip", "chips", "core", "cores", "find",
     "instance", "instances", "load", "source_of",
 ]

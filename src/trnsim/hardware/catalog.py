@@ -15,10 +15,12 @@ from pathlib import Path
 from types import MappingProxyType
 
 from trnsim.errors import SpecError
-from trnsim.hardware.loader import Where, build, read_toml
-from trnsim.hardware.specs import ChipSpec, CoreSpec, CostSpec, InstanceSpec
+from trnsim.hardware.loader import Where, build, load_documents, read_toml
+from trnsim.hardware.specs import ChipSpec, CoreSpec, CostSpec, Document, InstanceSpec, Sourced, citations
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
+DOCUMENTS_FILE = "sources.toml"
+"""The public documents that every figure's source cites by key."""
 
 # kind of entry -> (data file, spec class), in load order: each kind may name the kinds before it.
 KINDS = {
@@ -36,11 +38,12 @@ def normalize(name: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class Catalog:
-    """Every entry of the data files, by kind, with a name index per kind."""
+    """Every entry of the data files, by kind, with a name index per kind, and the cited documents."""
 
     data_dir: Path
     entries: Mapping[str, Mapping[str, object]]
     index: Mapping[str, Mapping[str, str]]
+    documents: Mapping[str, Document]
 
     def get(self, kind: str, name: str) -> object:
         """The entry of `kind` called `name` (or one of its aliases)."""
@@ -69,6 +72,12 @@ class Catalog:
             raise SpecError(f"unknown hardware name {name!r}", hint=hint)
         return found
 
+    def documents_of(self, sourced: Sourced) -> tuple[Document, ...]:
+        """The public documents a fact cites, its alternatives' included, in order."""
+        texts = [sourced.source, *(alt.source for alt in sourced.alternatives)]
+        keys = dict.fromkeys(key for text in texts for key in citations(text))
+        return tuple(self.documents[key] for key in keys)
+
     def core(self, name: str) -> CoreSpec:
         return self.get("core", name)
 
@@ -87,8 +96,14 @@ def load_catalog(data_dir: str | Path | None = None) -> Catalog:
     data_dir = Path(data_dir) if data_dir is not None else DATA_DIR
     entries: dict[str, dict[str, object]] = {}
     index: dict[str, dict[str, str]] = {}
+    documents = load_documents(data_dir / DOCUMENTS_FILE)
 
     def resolve(kind: str, name: str, where: Where) -> object:
+        if kind == "document":
+            if name not in documents:
+                raise where.fail(f"source cites [{name}], which {DOCUMENTS_FILE} does not list",
+                                 hint=f"known keys: {', '.join(documents)}")
+            return documents[name]
         key = index.get(kind, {}).get(normalize(name))
         if key is None or key not in entries[kind]:
             known = ", ".join(sorted(entries.get(kind, {})))
@@ -103,7 +118,8 @@ def load_catalog(data_dir: str | Path | None = None) -> Catalog:
             entries[kind][name] = build(cls_name, name, raw[name], Where(file_name, name), resolve)
     return Catalog(data_dir=data_dir,
                    entries=MappingProxyType({k: MappingProxyType(v) for k, v in entries.items()}),
-                   index=MappingProxyType({k: MappingProxyType(v) for k, v in index.items()}))
+                   index=MappingProxyType({k: MappingProxyType(v) for k, v in index.items()}),
+                   documents=MappingProxyType(documents))
 
 
 def _index(kind: str, raw: dict, file_name: str) -> dict[str, str]:

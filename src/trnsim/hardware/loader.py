@@ -15,12 +15,14 @@ from pathlib import Path
 from types import MappingProxyType
 
 from trnsim.errors import SpecError
-from trnsim.hardware.specs import EMPTY, SPEC_CLASSES, Alternative, Sourced
+from trnsim.hardware.specs import EMPTY, SPEC_CLASSES, Alternative, Document, Sourced, citations
 from trnsim.hardware.units import INTEGRAL, UNITS, to_si
 
 _SOURCED_KEYS = frozenset({"value", "unit", "source", "note", "date", "alternatives"})
 _ALTERNATIVE_KEYS = frozenset({"value", "unit", "source", "note"})
 _DATE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
+_DOCUMENT_KEYS = frozenset({"title", "urls", "path", "note"})
+_URL = re.compile(r"^https?://\S+$")
 _NON_NEGATIVE = frozenset({"cycles"})
 
 
@@ -50,6 +52,8 @@ def read_toml(path: Path) -> dict:
             return tomllib.load(handle)
     except FileNotFoundError:
         raise SpecError(f"hardware data file {path} is missing") from None
+    except OSError as error:
+        raise SpecError(f"cannot read hardware data file {path}: {error.strerror}") from None
     except tomllib.TOMLDecodeError as error:
         raise SpecError(f"{path.name}: not valid TOML: {error}") from None
 
@@ -103,18 +107,47 @@ def _check_keys(raw: dict, allowed: frozenset[str], where: Where) -> None:
         raise where.fail(f"unknown key {unknown[0]!r}", hint=f"allowed: {', '.join(sorted(allowed))}")
 
 
-def _source_text(raw: dict, where: Where) -> str:
+Resolver = Callable[[str, str, Where], object]
+"""(kind of entry, name, where) -> the spec (or document) it names; raises SpecError if there is none."""
+
+
+def _source_text(raw: dict, where: Where, resolve: Resolver) -> str:
+    """The source text, once every document key it cites is known (sources.toml)."""
     source = raw.get("source")
     if not isinstance(source, str) or not source.strip():
-        raise where.fail("missing source", hint='every figure needs source = "document §section [key]"')
+        raise where.fail("missing source", hint='every figure needs source = "[KEY] detail"')
+    keys = citations(source)
+    if not keys:
+        raise where.fail(f"source {source!r} cites no document",
+                         hint="start it with a key of sources.toml in brackets, e.g. [S4]")
+    for key in keys:
+        resolve("document", key, where)
     return source
 
 
-def sourced(raw: object, dimension: str, where: Where) -> Sourced:
+def load_documents(path: Path) -> dict[str, Document]:
+    """The public documents of sources.toml by key, each with a title and at least one URL."""
+    documents = {}
+    for key, raw in read_toml(path).items():
+        where = Where(path.name, key)
+        if not isinstance(raw, dict):
+            raise where.fail(f"expected a table with title and urls, got {raw!r}")
+        _check_keys(raw, _DOCUMENT_KEYS, where)
+        title, urls = raw.get("title"), raw.get("urls")
+        if not isinstance(title, str) or not title.strip():
+            raise where.at("title").fail("missing title")
+        if not (isinstance(urls, list) and urls and all(isinstance(u, str) and _URL.match(u) for u in urls)):
+            raise where.at("urls").fail(f"expected a list of http(s) URLs, got {urls!r}")
+        documents[key] = Document(key=key, title=title, urls=tuple(urls), path=str(raw.get("path", "")),
+                                  note=str(raw.get("note", "")))
+    return documents
+
+
+def sourced(raw: object, dimension: str, where: Where, resolve: Resolver) -> Sourced:
     """One fact from its `{ value, source, [unit, note, date, alternatives] }` table."""
     if not isinstance(raw, dict):
         raise where.fail(f"{raw!r} has no source",
-                         hint='write it as { value = ..., source = "document §section [key]" }')
+                         hint='write it as { value = ..., source = "[KEY] detail" }')
     _check_keys(raw, _SOURCED_KEYS, where)
     value, written = _value(raw, dimension, where)
     date = raw.get("date")
@@ -123,18 +156,18 @@ def sourced(raw: object, dimension: str, where: Where) -> Sourced:
     alternatives = raw.get("alternatives", [])
     if not isinstance(alternatives, list):
         raise where.fail("alternatives must be a list of { value, source, note } tables")
-    return Sourced(value=value, source=_source_text(raw, where), note=str(raw.get("note", "")),
+    return Sourced(value=value, source=_source_text(raw, where, resolve), note=str(raw.get("note", "")),
                    written=written, date=date,
-                   alternatives=tuple(_alternative(alt, dimension, where.at(f"alternatives[{i}]"))
+                   alternatives=tuple(_alternative(alt, dimension, where.at(f"alternatives[{i}]"), resolve)
                                       for i, alt in enumerate(alternatives)))
 
 
-def _alternative(raw: object, dimension: str, where: Where) -> Alternative:
+def _alternative(raw: object, dimension: str, where: Where, resolve: Resolver) -> Alternative:
     if not isinstance(raw, dict):
         raise where.fail(f"expected a {{ value, source, note }} table, got {raw!r}")
     _check_keys(raw, _ALTERNATIVE_KEYS, where)
     value, written = _value(raw, dimension, where)
-    return Alternative(value=value, source=_source_text(raw, where), note=str(raw.get("note", "")),
+    return Alternative(value=value, source=_source_text(raw, where, resolve), note=str(raw.get("note", "")),
                        written=written)
 
 
@@ -147,10 +180,6 @@ def _plain(raw: object, kind: str, where: Where) -> object:
     if not isinstance(raw, expected[kind]) or (kind == "int" and isinstance(raw, bool)):
         raise where.fail(f"expected {expected[kind].__name__}, got {raw!r}")
     return raw
-
-
-Resolver = Callable[[str, str, Where], object]
-"""(kind of entry, name, where) -> the spec it names; raises SpecError if there is none."""
 
 
 def build(cls_name: str, name: str, raw: object, where: Where, resolve: Resolver) -> object:
@@ -184,10 +213,10 @@ def _absent(spec_field) -> object:
 def _field(raw: object, meta: Mapping, where: Where, sources: dict, resolve: Resolver) -> object:
     kind = meta["kind"]
     if kind == "fact":
-        sources[where.field] = sourced(raw, meta["dimension"], where)
+        sources[where.field] = sourced(raw, meta["dimension"], where, resolve)
         return sources[where.field].value
     if kind == "facts":
-        return _facts(raw, meta, where, sources)
+        return _facts(raw, meta, where, sources, resolve)
     if kind == "nested_map":
         if not isinstance(raw, dict):
             raise where.fail(f"expected a table of {meta['cls']} entries, got {raw!r}")
@@ -200,7 +229,7 @@ def _field(raw: object, meta: Mapping, where: Where, sources: dict, resolve: Res
     return _plain(raw, kind, where)
 
 
-def _facts(raw: object, meta: Mapping, where: Where, sources: dict) -> Mapping:
+def _facts(raw: object, meta: Mapping, where: Where, sources: dict, resolve: Resolver) -> Mapping:
     if not isinstance(raw, dict) or not raw:
         raise where.fail(f"expected a table of sourced {meta['dimension']} figures, got {raw!r}")
     keys = meta["keys"]
@@ -208,6 +237,6 @@ def _facts(raw: object, meta: Mapping, where: Where, sources: dict) -> Mapping:
     for key, item in raw.items():
         if keys is not None and key not in keys:
             raise where.at(key).fail(f"unknown key {key!r}", hint=f"allowed: {', '.join(sorted(keys))}")
-        sources[f"{where.field}.{key}"] = sourced(item, meta["dimension"], where.at(key))
+        sources[f"{where.field}.{key}"] = sourced(item, meta["dimension"], where.at(key), resolve)
         result[key] = sources[f"{where.field}.{key}"].value
     return MappingProxyType(result)

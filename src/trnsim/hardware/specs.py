@@ -7,6 +7,7 @@ hz, flops, s, usd_per_hour). A value that is not published is None, and the spec
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -39,6 +40,25 @@ class Sourced:
     note: str = ""
     written: str = ""
     date: str | None = None
+
+
+_CITATION = re.compile(r"\[([^\[\]]+)\]")
+
+
+def citations(source: str) -> tuple[str, ...]:
+    """The document keys a source text cites, in order: "[S4][S10] derived: ..." -> ("S4", "S10")."""
+    return tuple(dict.fromkeys(_CITATION.findall(source)))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Document:
+    """A public document figures cite by `key`: its title, the pages to open, and where it lives."""
+
+    key: str
+    title: str
+    urls: tuple[str, ...]
+    path: str = ""
+    note: str = ""
 
 
 def fact(dimension: str, *, optional: bool = False):
