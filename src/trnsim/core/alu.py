@@ -93,6 +93,10 @@ _REDUCE_UFUNC = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, 
                  "logical_or": np.logical_or}
 
 
+REDUCTIONS = frozenset(_REDUCE_UFUNC) | {"abs_max", "abs_min"}
+"""The operators `reduce` takes (the hardware's legal reductions)."""
+
+
 def alu(name: str) -> Callable:
     try:
         return ALU[name][0]

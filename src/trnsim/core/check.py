@@ -8,12 +8,15 @@ from the `CoreSpec` of the target (trnsim.hardware).
 
 from __future__ import annotations
 
+import math
+from numbers import Integral, Real
 from operator import attrgetter
 
-from trnsim.core.isa import DMA, ELEMENTWISE, SAME_PARTITIONS, SPECS, Engine, Memory, Opcode
+from trnsim.core import alu
+from trnsim.core.isa import DMA, ELEMENTWISE, SAME_PARTITIONS, SPECS, Engine, Kind, Memory, Opcode, Param
 from trnsim.core.rules import RuleTable
-from trnsim.core.trace import Instruction, Region
-from trnsim.errors import DTypeError, KernelError, ShapeError
+from trnsim.core.trace import InputRef, Instruction, Region
+from trnsim.errors import ArgumentError, DTypeError, KernelError, ShapeError, UnsupportedError
 
 CHECK = RuleTable("CHECK")
 
@@ -52,9 +55,115 @@ def check(ins: Instruction, core) -> None:
                   hint="source and destination must use the same number of partitions")
     if ins.opcode in ELEMENTWISE and ins.inputs and ins.outputs:
         _check_same_free_size(ins)
+    _check_params(ins, spec, core)
     rule = CHECK.get(ins.opcode)
     if rule is not None:
         rule(ins, core)
+
+
+def _check_params(ins: Instruction, spec, core) -> None:
+    """Each parameter against its declaration in the contract (core/isa.py)."""
+    declared = spec.params
+    for key, value in ins.params.items():
+        param = declared.get(key)
+        if param is None:
+            _fail(UnsupportedError, ins, f"parameter {key!r} is not in the contract of {spec.nki_name} "
+                  f"(a trnsim bug; please report it)")
+        if value is None:
+            if not param.optional and param.kind is not Kind.FRONT_END:
+                _fail(ArgumentError, ins, f"{key}=None; it must be {param.kind.value}")
+            continue
+        if not _VALID[param.kind](value, param):
+            _fail(ArgumentError, ins, f"{key}={_show(value)}; it must be {_expected(param)}")
+        if param.unsupported and value in param.unsupported:
+            _fail(UnsupportedError, ins, f"{key}={value} is not emulated", hint="see docs/nki.md")
+        if core.generation < param.first_generation:
+            _fail(UnsupportedError, ins, f"{key}= needs NeuronCore generation {param.first_generation} or "
+                  f"later; {_describe(core)} is generation {core.generation}", hint="choose a newer target")
+        if type(value) is InputRef:
+            _check_tile_param(ins, key, param, ins.inputs[value.index])
+
+
+def _check_tile_param(ins: Instruction, key: str, param: Param, region: Region) -> None:
+    """A scalar given as a tile holds one value per partition of the data it combines with."""
+    if param.kind is not Kind.SCALAR:
+        return
+    partitions = (ins.outputs or ins.inputs)[0].partition_count
+    if region.partition_count != partitions or region.elements_per_partition != 1:
+        shape = f"[{region.partition_count}, {region.elements_per_partition}]"
+        _fail(ShapeError, ins, f"{key} is a {shape} tile; a per-partition operand here is [{partitions}, 1]",
+              hint="broadcast it to every partition first (e.g. with a matmul or iota), or pass a number")
+
+
+_FP32_OVERFLOW = 3.4028235677973366e38
+"""Immediates are fp32: a finite number from here on (fp32 max + half an ulp) rounds to infinity."""
+
+
+def _number(value, param: Param) -> bool:
+    if isinstance(value, bool) or not isinstance(value, Real):
+        return False
+    if math.isfinite(value) and abs(value) >= _FP32_OVERFLOW:
+        return False
+    return (param.low is None or value >= param.low) and (param.high is None or value <= param.high)
+
+
+def _integer(value, param: Param) -> bool:
+    return not isinstance(value, bool) and isinstance(value, Integral) and _number(value, param)
+
+
+def _ints(value, param: Param) -> bool:
+    return isinstance(value, tuple | list) and all(_integer(v, param) for v in value)
+
+
+def _pattern(value, param: Param) -> bool:
+    return (isinstance(value, tuple | list) and len(value) > 0
+            and all(_ints(pair, param) and len(pair) == 2 and pair[1] > 0 for pair in value))
+
+
+_VALID = {
+    Kind.ALU: lambda value, param: isinstance(value, str) and value in alu.ALU,
+    Kind.REDUCE: lambda value, param: isinstance(value, str) and value in alu.REDUCTIONS,
+    Kind.ACTIVATION: lambda value, param: isinstance(value, str) and (value in alu.ACTIVATIONS
+                                                                       or value == "prelu"),
+    Kind.BOOL: lambda value, param: isinstance(value, bool) or type(value).__name__ == "bool_",
+    Kind.INT: _integer,
+    Kind.NUMBER: _number,
+    Kind.SCALAR: lambda value, param: type(value) is InputRef or _number(value, param),
+    Kind.TILE: lambda value, param: type(value) is InputRef,
+    Kind.CHOICE: lambda value, param: _hashable(value) and value in param.choices + param.unsupported,
+    Kind.PATTERN: _pattern,
+    Kind.INTS: _ints,
+    Kind.FRONT_END: lambda value, param: True,
+}
+
+
+def _hashable(value) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _expected(param: Param) -> str:
+    """What a parameter takes, for the error message."""
+    if param.kind is Kind.CHOICE:
+        return f"one of {list(param.choices)}"
+    if param.kind is Kind.ALU:
+        return f"an ALU operator: {', '.join(sorted(alu.ALU))}"
+    if param.kind is Kind.REDUCE:
+        return f"a reduction operator: {', '.join(sorted(alu.REDUCTIONS))}"
+    bounds = [f">= {param.low}"] if param.low is not None else []
+    bounds += [f"<= {param.high}"] if param.high is not None else []
+    return param.kind.value + (f" ({' and '.join(bounds)})" if bounds else "")
+
+
+def _show(value) -> str:
+    """A parameter value as the user would recognise it (a tile is named, not printed)."""
+    if type(value).__name__ in ("ndarray", "Tensor"):
+        return f"a {type(value).__module__.split('.')[0]} array (use an SBUF tile or a number)"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _wrong_memory(ins: Instruction, role: str, region: Region, allowed) -> None:

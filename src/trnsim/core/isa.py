@@ -10,7 +10,8 @@ Named groups (`ELEMENTWISE`, `MATMUL`, `DMA`, ...) replace scattered `if` tests.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 
 class Engine(enum.Enum):
@@ -93,17 +94,55 @@ _ANY = frozenset(Memory)
 _COMPUTE = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 
 
+class Kind(enum.Enum):
+    """What a parameter's value may be; core/check.py has one validator per kind."""
+
+    ALU = "an ALU operator (nl.add, nl.maximum, ...)"
+    REDUCE = "a reduction operator (add, multiply, maximum, minimum, a bitwise or logical op)"
+    ACTIVATION = "an activation function (nl.exp, nl.relu, ...)"
+    BOOL = "True or False"
+    INT = "an integer"
+    NUMBER = "a number that fp32 holds (finite ones up to 3.4e38, or +-inf)"
+    SCALAR = "a number that fp32 holds or a [P, 1] tile (one value per partition)"
+    TILE = "a tile"
+    CHOICE = "one of the listed values"
+    PATTERN = "an access pattern [[step, count], ...]"
+    INTS = "a sequence of integers"
+    FRONT_END = "set by trnsim's front end"
+
+
+@dataclass(frozen=True)
+class Param:
+    """One instruction parameter: its kind, whether None is allowed, its legal values or range,
+    values NKI has but trnsim does not emulate, and the generation that introduced it."""
+
+    kind: Kind
+    optional: bool = False
+    choices: tuple = ()
+    low: float | None = None
+    high: float | None = None
+    unsupported: tuple = ()
+    first_generation: int = 2
+
+
 @dataclass(frozen=True, kw_only=True)
 class InstructionSpec:
-    """Static facts about one opcode.
+    """The contract of one opcode: everything the generic checks need to refuse a bad instruction.
 
-    `engines[0]` is the engine used when the kernel does not choose one. `reads`/`writes` are the
-    memories the data operands may live in. `first_generation` is the NeuronCore generation
-    (2 = trn1/inf2, 3 = trn2, 4 = trn3) that introduced the instruction.
+    `engines[0]` is the engine used when the kernel does not choose one. `outputs`/`inputs` name
+    the data operands in the order the front end passes them (a trailing `?` marks an optional
+    one, `*` any number more); tiles passed as parameters (a [P,1] bias, an operand) follow, named
+    by their parameter. `reads`/`writes` are the memories data operands may live in. `params` are
+    the parameters with their kinds and ranges. `first_generation` is the NeuronCore generation
+    (2 = trn1/inf2, 3 = trn2, 4 = trn3) that introduced the instruction. Shape relations between
+    operands are the opcode's CHECK rule (core/check.py).
     """
 
     opcode: Opcode
     engines: tuple[Engine, ...]
+    outputs: tuple[str, ...] = ("dst",)
+    inputs: tuple[str, ...] = ("data",)
+    params: Mapping[str, Param] = field(default_factory=dict)
     reads: frozenset[Memory] = _ON_CHIP
     writes: frozenset[Memory] = _ON_CHIP
     first_generation: int = 2
@@ -112,6 +151,13 @@ class InstructionSpec:
     def nki_name(self) -> str:
         return f"nisa.{self.opcode.value}"
 
+    def operand_name(self, role: str, index: int) -> str:
+        """The NKI argument name of the `index`-th output or input."""
+        names = self.outputs if role == "output" else self.inputs
+        if index < len(names):
+            return names[index].rstrip("?*")
+        return names[-1].rstrip("?*") if names and names[-1].endswith("*") else f"{role} {index}"
+
 
 def _spec(opcode: Opcode, *engines: Engine, **facts) -> InstructionSpec:
     return InstructionSpec(opcode=opcode, engines=engines, **facts)
@@ -119,50 +165,111 @@ def _spec(opcode: Opcode, *engines: Engine, **facts) -> InstructionSpec:
 
 _V, _S, _G, _T = Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD, Engine.TENSOR
 
+_ALU, _ALU_OPT = Param(Kind.ALU), Param(Kind.ALU, optional=True)
+_REDUCE = Param(Kind.REDUCE)
+_BOOL = Param(Kind.BOOL)
+_INT = Param(Kind.INT)
+_NUMBER = Param(Kind.NUMBER)
+_SCALAR, _SCALAR_OPT = Param(Kind.SCALAR), Param(Kind.SCALAR, optional=True)
+_FRONT_END = Param(Kind.FRONT_END)
+_REDUCE_CMD = Param(Kind.CHOICE, choices=("idle", "reset", "reduce", "reset_reduce"),
+                    unsupported=("load_reduce",))
+_REDUCTION = {"reduce_op": _REDUCE, "reduce_cmd": _REDUCE_CMD}
+_DGE_MODE = Param(Kind.CHOICE, choices=(0, 1, 2, 3))  # nisa.dge_mode: unknown, swdge, hwdge, none
+_TILING = Param(Kind.INTS)  # tile_position / tile_size: () or (rows, cols); CHECK knows the values
+_MATMUL = {"accumulate": Param(Kind.BOOL, optional=True), "tile_position": _TILING,
+           "tile_size": _TILING, "moving_free": _FRONT_END}
+_ACTIVATE2 = Param(Kind.ALU, optional=True, first_generation=4)
+_SCALAR_ENGINE_OPS = {
+    "op": Param(Kind.ACTIVATION), "bias": _SCALAR_OPT, "scale": _SCALAR, **_REDUCTION,
+    # activate2 (trn3): op((data op0 imm0) op1 imm1)
+    "op0": _ACTIVATE2, "imm0": _SCALAR_OPT, "reverse0": Param(Kind.BOOL, optional=True),
+    "op1": _ACTIVATE2, "imm1": _SCALAR_OPT, "reverse1": Param(Kind.BOOL, optional=True),
+    "relu_param": _SCALAR_OPT,
+}
+_TWO_OPS = {"op0": _ALU, "operand0": _SCALAR, "reverse0": _BOOL, "op1": _ALU_OPT, "operand1": _SCALAR_OPT,
+            "reverse1": _BOOL}
+_RAND2_BOUND = Param(Kind.NUMBER, first_generation=4)  # rand2(dst, min, max) issues RNG with bounds
+_ENGINE_NAMES = tuple(e.value for e in Engine) + ("unknown", "gpsimd_dma")
+
 SPECS: dict[Opcode, InstructionSpec] = {s.opcode: s for s in (
-    _spec(Opcode.DMA_COPY, Engine.DMA, Engine.GPSIMD, reads=_ANY - _PSUM, writes=_ANY - _PSUM),
-    _spec(Opcode.DMA_TRANSPOSE, Engine.DMA, reads=_ANY - _PSUM, writes=_SBUF),
-    _spec(Opcode.TENSOR_COPY, *_COMPUTE),
-    _spec(Opcode.TENSOR_COPY_PREDICATED, _V, _G),
-    _spec(Opcode.MEMSET, *_COMPUTE),
-    _spec(Opcode.IOTA, _G),
-    _spec(Opcode.MATMUL, _T, reads=_SBUF, writes=_PSUM),
-    _spec(Opcode.MATMUL_MX, _T, reads=_SBUF, writes=_PSUM, first_generation=4),
+    _spec(Opcode.DMA_COPY, Engine.DMA, Engine.GPSIMD, inputs=("src", "srcs*"),
+          reads=_ANY - _PSUM, writes=_ANY - _PSUM,
+          params={"dge_mode": _DGE_MODE, "oob_mode": Param(Kind.CHOICE, choices=("error", "skip")),
+                  "priority": Param(Kind.INT, optional=True),
+                  "queue": Param(Kind.CHOICE, optional=True, choices=_ENGINE_NAMES),
+                  "indirect": _FRONT_END, "indirect_dim": _FRONT_END,
+                  "reduce_op": Param(Kind.CHOICE, choices=("add",))}),
+    _spec(Opcode.DMA_TRANSPOSE, Engine.DMA, inputs=("src",), reads=_ANY - _PSUM, writes=_SBUF,
+          params={"axes": Param(Kind.INTS), "dge_mode": _DGE_MODE}),
+    _spec(Opcode.TENSOR_COPY, *_COMPUTE, inputs=("src",)),
+    _spec(Opcode.TENSOR_COPY_PREDICATED, _V, _G, inputs=("src", "predicate"),
+          params={"reverse_pred": _BOOL}),
+    _spec(Opcode.MEMSET, *_COMPUTE, inputs=(), params={"value": _NUMBER}),
+    _spec(Opcode.IOTA, _G, inputs=(),
+          params={"pattern": Param(Kind.PATTERN), "offset": _NUMBER, "channel_multiplier": _INT}),
+    _spec(Opcode.MATMUL, _T, inputs=("stationary", "moving"), reads=_SBUF, writes=_PSUM,
+          params={**_MATMUL, "is_transpose": _BOOL,
+                  "perf_mode": Param(Kind.CHOICE, choices=("none", "double_row"))}),
+    _spec(Opcode.MATMUL_MX, _T, inputs=("stationary", "moving", "stationary_scale", "moving_scale"),
+          reads=_SBUF, writes=_PSUM, first_generation=4, params=_MATMUL),
     _spec(Opcode.TRANSPOSE, _T, _V),
-    _spec(Opcode.ACTIVATION, _S),
-    _spec(Opcode.ACTIVATION_REDUCE, _S),
-    _spec(Opcode.TENSOR_TENSOR, _V, _G),
-    _spec(Opcode.TENSOR_SCALAR, _V, _S, _G),
-    _spec(Opcode.SCALAR_TENSOR_TENSOR, _V, _G),
-    _spec(Opcode.TENSOR_REDUCE, _V, _G),
-    _spec(Opcode.TENSOR_SCALAR_REDUCE, _V),
-    _spec(Opcode.TENSOR_TENSOR_SCAN, _V),
-    _spec(Opcode.TENSOR_PARTITION_REDUCE, _G),
+    _spec(Opcode.ACTIVATION, _S, outputs=("dst", "reduce_res?"), params=_SCALAR_ENGINE_OPS),
+    _spec(Opcode.ACTIVATION_REDUCE, _S, outputs=("dst", "reduce_res"),
+          params={"op": Param(Kind.ACTIVATION), "bias": _SCALAR_OPT, "scale": _SCALAR, **_REDUCTION}),
+    _spec(Opcode.TENSOR_TENSOR, _V, _G, inputs=("data1", "data2"), params={"op": _ALU}),
+    _spec(Opcode.TENSOR_SCALAR, _V, _S, _G, params=_TWO_OPS),
+    _spec(Opcode.SCALAR_TENSOR_TENSOR, _V, _G,
+          params={**_TWO_OPS, "op1": _ALU, "operand1": Param(Kind.TILE)}),
+    _spec(Opcode.TENSOR_REDUCE, _V, _G,
+          params={"op": _REDUCE, "axis": Param(Kind.INTS), "negate": _BOOL, "keepdims": _BOOL}),
+    _spec(Opcode.TENSOR_SCALAR_REDUCE, _V, outputs=("dst", "reduce_res?"),
+          params={"op0": _ALU, "operand0": _SCALAR, "reverse0": _BOOL, "reduce_res_negate": _BOOL,
+                  **_REDUCTION}),
+    _spec(Opcode.TENSOR_TENSOR_SCAN, _V, inputs=("data0", "data1"),
+          params={"initial": _SCALAR, "op0": _ALU, "op1": _ALU, "reverse0": _BOOL, "reverse1": _BOOL,
+                  # tensor_scalar_cumulative: data0 pre_op pre_operand first
+                  "pre_op": _ALU_OPT, "pre_operand": Param(Kind.NUMBER, optional=True),
+                  "pre_reverse": Param(Kind.BOOL, optional=True)}),
+    _spec(Opcode.TENSOR_PARTITION_REDUCE, _G, params={"op": _REDUCE}),
     _spec(Opcode.BN_STATS, _V),
     _spec(Opcode.BN_AGGR, _V),
     _spec(Opcode.RECIPROCAL, _V),
-    _spec(Opcode.EXPONENTIAL, _V, first_generation=4),
-    _spec(Opcode.AFFINE_SELECT, _G),
-    _spec(Opcode.RANGE_SELECT, _V),
-    _spec(Opcode.SELECT_REDUCE, _V),
-    _spec(Opcode.MAX8, _V),
-    _spec(Opcode.FIND_INDEX8, _V),
-    _spec(Opcode.MATCH_REPLACE8, _V),
-    _spec(Opcode.STREAM_SHUFFLE, _V, _S),
-    _spec(Opcode.LOCAL_GATHER, _G, reads=_SBUF, writes=_SBUF),
-    _spec(Opcode.N_GATHER, _G, reads=_SBUF, writes=_SBUF),
-    _spec(Opcode.SEQUENCE_BOUNDS, _G, reads=_SBUF, writes=_SBUF),
-    _spec(Opcode.NONZERO_WITH_COUNT, _G, reads=_SBUF, writes=_SBUF, first_generation=3),
-    _spec(Opcode.QUANTIZE_MX, _V, first_generation=4),
-    _spec(Opcode.RNG, _V, _G),
-    _spec(Opcode.DROPOUT, _V),
-    _spec(Opcode.RAND_SET_STATE, _G, _V, first_generation=3),
-    _spec(Opcode.RAND_GET_STATE, _G, _V, first_generation=3),
-    _spec(Opcode.REGISTER_MOVE, Engine.SYNC),
-    _spec(Opcode.REGISTER_LOAD, Engine.SYNC, reads=_ANY - _PSUM),
-    _spec(Opcode.REGISTER_STORE, Engine.SYNC, writes=_ANY - _PSUM),
-    _spec(Opcode.SENDRECV, Engine.DMA, reads=_ANY - _PSUM, writes=_ANY - _PSUM, first_generation=3),
-    _spec(Opcode.CORE_BARRIER, _G, reads=_ANY, writes=_ANY, first_generation=3),
+    _spec(Opcode.EXPONENTIAL, _V, outputs=("dst", "reduce_res?"), inputs=("src",), first_generation=4,
+          params={"max_value": _SCALAR, **_REDUCTION}),
+    _spec(Opcode.AFFINE_SELECT, _G, inputs=("on_true_tile",),
+          params={"pattern": Param(Kind.PATTERN), "channel_multiplier": _INT, "on_false_value": _NUMBER,
+                  "cmp_op": _ALU, "offset": _NUMBER}),
+    _spec(Opcode.RANGE_SELECT, _V, outputs=("dst", "reduce_res?"), inputs=("on_true_tile",),
+          params={"comp_op0": _ALU, "comp_op1": _ALU, "bound0": _SCALAR, "bound1": _SCALAR,
+                  "range_start": _NUMBER, "on_false_value": _NUMBER, **_REDUCTION}),
+    _spec(Opcode.SELECT_REDUCE, _V, outputs=("dst", "reduce_res?"), inputs=("predicate", "on_true"),
+          params={"on_false": _SCALAR, "reverse_pred": _BOOL, **_REDUCTION}),
+    _spec(Opcode.MAX8, _V, inputs=("src",)),
+    _spec(Opcode.FIND_INDEX8, _V, inputs=("data", "vals")),
+    _spec(Opcode.MATCH_REPLACE8, _V, outputs=("dst", "dst_idx?"), inputs=("data", "vals"),
+          params={"imm": _NUMBER}),
+    _spec(Opcode.STREAM_SHUFFLE, _V, _S, inputs=("src",), params={"shuffle_mask": Param(Kind.INTS)}),
+    _spec(Opcode.LOCAL_GATHER, _G, inputs=("src_buffer", "index"), reads=_SBUF, writes=_SBUF,
+          params={"num_elem_per_idx": _INT, "num_valid_indices": _INT, "group_partitions": _FRONT_END}),
+    _spec(Opcode.N_GATHER, _G, inputs=("data", "indices"), reads=_SBUF, writes=_SBUF),
+    _spec(Opcode.SEQUENCE_BOUNDS, _G, inputs=("segment_ids",), reads=_SBUF, writes=_SBUF),
+    _spec(Opcode.NONZERO_WITH_COUNT, _G, inputs=("src",), reads=_SBUF, writes=_SBUF, first_generation=3,
+          params={"index_offset": _INT, "padding_val": _INT, "group_partitions": _FRONT_END}),
+    _spec(Opcode.QUANTIZE_MX, _V, outputs=("dst", "dst_scale"), inputs=("src",), first_generation=4),
+    _spec(Opcode.RNG, _V, _G, inputs=(), params={"low": _RAND2_BOUND, "high": _RAND2_BOUND}),
+    _spec(Opcode.DROPOUT, _V, params={"prob": Param(Kind.SCALAR, low=0.0, high=1.0)}),
+    _spec(Opcode.RAND_SET_STATE, _G, _V, outputs=(), inputs=("src_seeds",), first_generation=3),
+    _spec(Opcode.RAND_GET_STATE, _G, _V, inputs=(), first_generation=3),
+    _spec(Opcode.REGISTER_MOVE, Engine.SYNC, outputs=(), inputs=(),
+          params={"register": _FRONT_END, "value": _INT}),
+    _spec(Opcode.REGISTER_LOAD, Engine.SYNC, outputs=(), inputs=("src",), reads=_ANY - _PSUM,
+          params={"register": _FRONT_END}),
+    _spec(Opcode.REGISTER_STORE, Engine.SYNC, inputs=(), writes=_ANY - _PSUM,
+          params={"register": _FRONT_END}),
+    _spec(Opcode.SENDRECV, Engine.DMA, inputs=("src",), reads=_ANY - _PSUM, writes=_ANY - _PSUM,
+          first_generation=3, params={"send_to_rank": _INT, "recv_from_rank": _INT, "pipe_id": _INT}),
+    _spec(Opcode.CORE_BARRIER, _G, outputs=(), inputs=(), reads=_ANY, writes=_ANY, first_generation=3),
 )}
 
 # Groups by what the instruction does, for rules that treat a family alike.
