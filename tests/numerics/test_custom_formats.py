@@ -4,7 +4,8 @@ independent float64 rounding: scale to an integer number of quanta, np.round (ha
 import numpy as np
 import pytest
 
-from trnsim.numerics import cast, decode, encode, float_format
+from trnsim import FormatError
+from trnsim.numerics import cast, decode, encode, float_format, get_format, with_bias
 
 
 def reference_rne(x: np.ndarray, fmt) -> np.ndarray:
@@ -46,3 +47,24 @@ def test_custom_formats_round_like_the_float64_reference(fmt):
     assert np.array_equal(ours, ref.astype(np.float32), equal_nan=True)
     real = ~np.isnan(ours)
     assert np.array_equal(encode(ours[real], fmt), encode(ref[real].astype(np.float32), fmt))
+
+
+@pytest.mark.parametrize("fields, match", [
+    (dict(exponent_bits=8, mantissa_bits=7, bias=100), "largest exponent, 2\\^154, is beyond float32"),
+    (dict(exponent_bits=8, mantissa_bits=23, bias=126), "largest exponent, 2\\^128, is beyond float32"),
+    (dict(exponent_bits=5, mantissa_bits=10, bias=-200), "largest exponent"),
+    (dict(exponent_bits=8, mantissa_bits=23, bias=128), "smallest spacing 2\\^-150 is below float32"),
+    (dict(exponent_bits=3, mantissa_bits=4, bias=200), "smallest spacing"),
+])
+def test_formats_float32_cannot_hold_are_refused(fields, match):
+    with pytest.raises(FormatError, match=match):
+        float_format(**fields)
+    with pytest.raises(FormatError, match=match):
+        with_bias(float_format(exponent_bits=fields["exponent_bits"], mantissa_bits=fields["mantissa_bits"]),
+                  fields["bias"])
+
+
+def test_the_widest_formats_float32_holds_are_accepted():
+    assert float_format(exponent_bits=8, mantissa_bits=23).max == get_format("float32").max
+    assert float_format(exponent_bits=8, mantissa_bits=0, bias=127, specials="fn").max == 2.0**127
+    assert float_format(exponent_bits=8, mantissa_bits=7, bias=149 - 7 + 1).min_subnormal == 2.0**-149

@@ -18,6 +18,7 @@ import ml_dtypes
 import numpy as np
 
 from trnsim.errors import FormatError
+from trnsim.numerics import params
 
 SPECIALS = ("ieee", "fn", "none")
 """How the top codes are used. ieee: the all-ones exponent holds ±Inf and NaNs (overflow -> Inf).
@@ -42,14 +43,21 @@ class FloatFormat:
     nki_name: str | None = None
 
     def __post_init__(self):
-        if self.specials not in SPECIALS:
-            raise FormatError(f"format {self.name!r}: specials={self.specials!r} is not one of {SPECIALS}")
+        if not isinstance(self.name, str) or not self.name:
+            raise FormatError(f"a format's name must be a non-empty string, got {self.name!r}")
+        for field in ("exponent_bits", "mantissa_bits", "bias"):  # numpy ints become ints
+            value = params.integer(getattr(self, field), f"format {self.name!r}: {field}")
+            object.__setattr__(self, field, value)
+        for field in ("signed", "subnormals"):
+            params.flag(getattr(self, field), f"format {self.name!r}: {field}")
+        params.choice(self.specials, f"specials of format {self.name!r}:", SPECIALS)
         if not (1 <= self.exponent_bits <= 8 and 0 <= self.mantissa_bits <= 23):
             raise FormatError(f"format {self.name!r}: {self.exponent_bits} exponent and "
                               f"{self.mantissa_bits} mantissa bits are outside what fp32 can carry",
                               hint="exponent 1..8 bits, mantissa 0..23 bits")
         if self.specials == "fn" and self.exponent_bits + self.mantissa_bits < 2:
             raise FormatError(f"format {self.name!r} is too narrow to reserve a NaN code")
+        _check_float32_holds(self)
 
     kind = "float"
 
@@ -158,6 +166,27 @@ class IntFormat:
         return np.dtype(f"{'' if self.signed else 'u'}int{self.bits}")
 
 
+FLOAT32_MAX_EXPONENT = 127  # IEEE 754 binary32: largest finite value (2 - 2^-23) * 2^127
+FLOAT32_MIN_QUANTUM_EXPONENT = -149  # its smallest subnormal, 2^-149
+
+
+def _check_float32_holds(fmt: FloatFormat) -> None:
+    """Refuse a format whose values float32 cannot all hold exactly (they are computed and held in
+    float32): a max beyond float32's, or a spacing finer than float32's smallest subnormal."""
+    top_field = fmt.max_code >> fmt.mantissa_bits
+    top_exponent = max(top_field, 1 if fmt.subnormals else 0) - fmt.bias
+    if top_exponent > FLOAT32_MAX_EXPONENT:
+        raise FormatError(f"format {fmt.name!r}: its largest exponent, 2^{top_exponent}, is beyond "
+                          f"float32's largest, 2^{FLOAT32_MAX_EXPONENT}",
+                          hint=f"raise the bias to at least {fmt.bias + top_exponent - FLOAT32_MAX_EXPONENT}")
+    finest = fmt.emin - fmt.mantissa_bits
+    if finest < FLOAT32_MIN_QUANTUM_EXPONENT:
+        highest_bias = fmt.bias + finest - FLOAT32_MIN_QUANTUM_EXPONENT
+        raise FormatError(f"format {fmt.name!r}: its smallest spacing 2^{finest} is below float32's "
+                          f"smallest subnormal 2^{FLOAT32_MIN_QUANTUM_EXPONENT}",
+                          hint=f"lower the bias to at most {highest_bias}")
+
+
 def _code_value(fmt: FloatFormat, code: int) -> float:
     """Value of one finite magnitude code (no sign, no specials): the scalar twin of decode()."""
     field, mant = code >> fmt.mantissa_bits, code & ((1 << fmt.mantissa_bits) - 1)
@@ -169,8 +198,11 @@ def _code_value(fmt: FloatFormat, code: int) -> float:
 
 def float_format(*, exponent_bits: int, mantissa_bits: int, bias: int | None = None,
                  specials: str = "ieee", name: str | None = None) -> FloatFormat:
-    """A custom float format, e.g. cFP8 with an adjusted bias: values are held in float32."""
-    bias = (1 << (exponent_bits - 1)) - 1 if bias is None else bias
+    """A custom float format, e.g. cFP8 with an adjusted bias: values are held in float32, so
+    its max and its smallest spacing must be float32 numbers (FormatError otherwise)."""
+    exponent_bits = params.integer(exponent_bits, "exponent_bits", minimum=1, maximum=8)
+    mantissa_bits = params.integer(mantissa_bits, "mantissa_bits", minimum=0, maximum=23)
+    bias = (1 << (exponent_bits - 1)) - 1 if bias is None else params.integer(bias, "bias")
     name = name or f"float{1 + exponent_bits + mantissa_bits}_e{exponent_bits}m{mantissa_bits}_b{bias}"
     return FloatFormat(name=name, exponent_bits=exponent_bits, mantissa_bits=mantissa_bits,
                        bias=bias, specials=specials)
@@ -178,7 +210,10 @@ def float_format(*, exponent_bits: int, mantissa_bits: int, bias: int | None = N
 
 def with_bias(fmt: FloatFormat, bias: int) -> FloatFormat:
     """The same format with another exponent bias (Trn2's adjustable cFP8 bias, §1.3)."""
-    if bias == fmt.bias:
+    fmt = get_format(fmt)
+    if not isinstance(fmt, FloatFormat):
+        raise FormatError(f"with_bias needs a float format, got {fmt.name}")
+    if params.integer(bias, "bias") == fmt.bias:
         return fmt
     return dataclasses.replace(fmt, name=f"{fmt.name}_bias{bias}", bias=bias, aliases=(),
                                ml_dtypes_name=None, torch_name=None, nki_name=None)
@@ -237,10 +272,12 @@ def get_format(spec) -> FloatFormat | IntFormat:
         key = str(spec).removeprefix("torch.")  # numerics never imports torch itself
     else:
         try:
-            key = np.dtype(spec).name
-        except TypeError:
-            raise FormatError(f"{spec!r} ({type(spec).__name__}) does not name a number format",
-                              hint="pass a format name such as 'bfloat16', or a dtype") from None
+            key = np.dtype(spec).name if spec is not None else None  # np.dtype(None) is float64
+        except (TypeError, ValueError):
+            key = None
+        if key is None:
+            raise FormatError(f"{params.shown(spec)} ({type(spec).__name__}) does not name a number format",
+                              hint="pass a format name such as 'bfloat16', or a dtype")
     fmt = _BY_NAME.get(key)
     if fmt is None:
         raise FormatError(f"unknown number format {key!r}", hint=f"known: {', '.join(FORMATS)}")
