@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from trnsim.core import schedule
+from trnsim.core.runtime import current as current_runtime
 from trnsim.nki import trace
 from trnsim.nki.jit import TensorSpec
 from trnsim.torch import kernels
@@ -216,3 +217,7 @@ def launch_time_s(launch: Launch, target: str, lnc: int) -> float:
 def op_time_s(op: str, inputs: tuple, outputs: tuple, target: str = "trn2", lnc: int = 1) -> float:
     """Seconds aten op `op` keeps one NeuronCore (or one logical core, lnc=2) of `target` busy."""
     return sum(launch_time_s(launch, target, lnc) for launch in launches(op, inputs, outputs))
+
+
+current_runtime().on_reset(launch_time_s.cache_clear)  # the caches are the runtime's: reset empties them
+current_runtime().on_reset(op_time_s.cache_clear)

@@ -10,6 +10,7 @@ import collections
 import warnings
 
 from trnsim import config
+from trnsim.core.runtime import current as current_runtime
 from trnsim.errors import UnsupportedError
 
 
@@ -17,17 +18,19 @@ class FallbackWarning(UserWarning):
     """An aten op ran on CPU because the neuron device does not implement it."""
 
 
-_COUNTS: collections.Counter = collections.Counter()
+def _counts() -> collections.Counter:
+    """Fallbacks per op, kept on the runtime (its reset zeroes them)."""
+    return current_runtime().counter("torch.fallback")
 
 
 def counts() -> dict[str, int]:
     """How many times each unimplemented aten op has fallen back to CPU in this process."""
-    return dict(_COUNTS)
+    return dict(_counts())
 
 
 def reset() -> None:
     """Forget the counts (and warn again on the next fallback of each op)."""
-    _COUNTS.clear()
+    _counts().clear()
 
 
 def rule(run):
@@ -38,10 +41,11 @@ def rule(run):
         if config.current().strict:
             raise UnsupportedError(f"aten op {name} is not implemented on the neuron device",
                                    what=name, hint="leave strict mode to run it on CPU")
-        if name not in _COUNTS:
+        fallen = _counts()
+        if name not in fallen:
             warnings.warn(f"trnsim.torch: {name} is not implemented on neuron; it runs on CPU",
                           FallbackWarning, stacklevel=2)
-        _COUNTS[name] += 1
+        fallen[name] += 1
         return run(func, args, kwargs)
 
     return run_on_cpu
