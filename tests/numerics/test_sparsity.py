@@ -89,3 +89,34 @@ def test_sparse_matmul_equals_the_dense_product_of_the_pruned_matrix(pattern):
     w2 = random_sparse(pattern, (64, 24), seed=6)
     np.testing.assert_allclose(sparse_matmul(a2, compress(w2, pattern)), a2.astype(np.float64) @ w2,
                                rtol=1e-5, atol=1e-5)
+
+
+def test_prune_keeps_nan_as_the_largest_magnitude():
+    """NaN ranks above ±Inf and every number; between NaNs the earlier one wins."""
+    w = np.float32([[1, np.nan, 3, -np.inf], [2, 5, 0, np.nan], [np.nan, 7, np.nan, np.nan]])
+    kept = prune(w, "2:4", axis=1)
+    expected = np.float32([[0, np.nan, 0, -np.inf], [0, 5, 0, np.nan], [np.nan, 0, np.nan, 0]])
+    assert np.array_equal(kept, expected, equal_nan=True)
+    check_pattern(kept, "2:4", axis=1)
+    assert np.array_equal(decompress(compress(kept, "2:4", axis=1)), kept, equal_nan=True)
+
+
+@pytest.mark.parametrize("spelling", ["16:4", " 16 : 4 ", (16, 4), [4, 16], "4:16"])
+def test_the_nki_guides_n_to_m_spelling_names_the_same_pattern(spelling):
+    pattern = get_pattern(spelling)
+    assert (pattern.kept, pattern.group, pattern.name) == (4, 16, "4:16")
+
+
+@pytest.mark.parametrize("name", PATTERNS)
+def test_every_pattern_reversed_means_the_same(name):
+    kept, group = name.split(":")
+    assert get_pattern(f"{group}:{kept}") == get_pattern(name)
+    w = np.random.default_rng(0).standard_normal((48, 8)).astype(np.float32)
+    assert np.array_equal(prune(w, f"{group}:{kept}"), prune(w, name))
+
+
+@pytest.mark.parametrize("spelling", ["3:16", "16:3", "4:4", "4", "a:b", "16:4:1", (4.0, 16), (True, 2),
+                                      None])
+def test_other_spellings_are_refused(spelling):
+    with pytest.raises(FormatError, match="unknown sparsity pattern"):
+        get_pattern(spelling)

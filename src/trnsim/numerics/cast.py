@@ -13,11 +13,10 @@ import contextlib
 import contextvars
 import os
 
-import ml_dtypes
 import numpy as np
 
 from trnsim.errors import ConfigError, FormatError
-from trnsim.numerics import fast
+from trnsim.numerics import fast, params
 from trnsim.numerics.engine import decode, encode
 from trnsim.numerics.formats import FloatFormat, IntFormat, get_format
 
@@ -72,15 +71,9 @@ def stochastic_seed(seed: int):
 def as_float32(x, what: str = "input") -> np.ndarray:
     """x as a float32 array; FormatError for data that are not real numbers. Values beyond
     float32's range become ±Inf, as rounding to float32 defines (so no overflow warning)."""
-    arr = np.asarray(x)
-    if arr.dtype.kind in "fiub" or arr.dtype.name in _ML_FLOAT_NAMES:
-        with np.errstate(over="ignore"):
-            return arr.astype(np.float32, copy=False)
-    raise FormatError(f"{what} has dtype {arr.dtype}, which is not a real number type",
-                      hint="pass float or integer data")
-
-
-_ML_FLOAT_NAMES = {n for n in dir(ml_dtypes) if n.startswith(("float", "bfloat"))}
+    arr = params.real_array(x, what)
+    with np.errstate(over="ignore"):
+        return arr.astype(np.float32, copy=False)
 
 
 def cast(x, fmt, rounding: str | None = None, seed=None, saturate: bool | None = None,

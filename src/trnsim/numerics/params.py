@@ -7,6 +7,7 @@ axis down and carry on).
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from trnsim.errors import FormatError
@@ -62,6 +63,29 @@ def array(x, name: str) -> np.ndarray:
         return np.asarray(x)
     except (ValueError, TypeError) as error:
         raise FormatError(f"{name} is not an array numpy can hold: {error}") from None
+
+
+_ML_FLOAT_NAMES = {n for n in dir(ml_dtypes) if n.startswith(("float", "bfloat"))}
+
+
+def real_array(x, name: str) -> np.ndarray:
+    """np.asarray(x) when it holds real numbers (bool, int, float or an ml_dtypes float)."""
+    arr = array(x, name)
+    if arr.dtype.kind in "fiub" or arr.dtype.name in _ML_FLOAT_NAMES:
+        return arr
+    raise FormatError(f"{name} has dtype {arr.dtype}, which is not a real number type",
+                      hint="pass float or integer data")
+
+
+def integer_array(x, name: str, *, minimum: int, maximum: int) -> np.ndarray:
+    """np.asarray(x) when it holds integers (or bools) within [minimum, maximum]."""
+    arr = array(x, name)
+    if arr.dtype.kind not in "iub":
+        raise FormatError(f"{name} must hold integers, got dtype {arr.dtype}")
+    if arr.size and (arr.min() < minimum or arr.max() > maximum):
+        bad = arr.min() if arr.min() < minimum else arr.max()
+        raise FormatError(f"{name} must lie in {minimum}..{maximum}, got {int(bad)}")
+    return arr
 
 
 def seed(value, name: str = "seed"):

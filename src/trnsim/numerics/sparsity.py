@@ -1,8 +1,9 @@
 """Structured N:M sparsity along the contraction axis (reference §2).
 
 A pattern "m:n" keeps at most m non-zeros in every n consecutive elements along the axis (the
-contraction dim of the stationary / weight operand). Trn2/Trn3 list 4:16 (the default, also
-written "16:4" as n:m), 4:12, 4:8, 2:8, 2:4, 1:4 and 1:2; n is at most 16 [N3][N4][N6].
+contraction dim of the stationary / weight operand). Trn2/Trn3 list 4:16 (the default), 4:12, 4:8,
+2:8, 2:4, 1:4 and 1:2; n is at most 16 [N3][N4][N6]. The NKI guide writes the same patterns as
+n:m ("16:4", the compression ratio); kept < group always, so either order names one pattern.
 Compressed form: the kept values plus a 4-bit position of each within its group; four tags
 pack into one uint16. The tag nibble order is undocumented, so it is a parameter.
 """
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from trnsim.errors import FormatError
+from trnsim.numerics import params
 
 PATTERNS = ("4:16", "4:12", "4:8", "2:8", "2:4", "1:4", "1:2")  # Trn2/Trn3 hardware list [N3][N6]
 DEFAULT_PATTERN = "4:16"
@@ -24,8 +26,15 @@ TAG_ORDERS = ("low_first", "high_first")
 
 @dataclass(frozen=True)
 class SparsityPattern:
+    """At most `kept` non-zeros in every `group` consecutive elements; only the hardware's exist."""
+
     kept: int
     group: int
+
+    def __post_init__(self):
+        if f"{self.kept}:{self.group}" not in PATTERNS:
+            raise FormatError(f"{self.kept} kept of every {self.group} is not a hardware sparsity pattern",
+                              hint=f"use one of {', '.join(PATTERNS)}")
 
     @property
     def name(self) -> str:
@@ -37,23 +46,35 @@ class SparsityPattern:
 
 
 def get_pattern(spec=DEFAULT_PATTERN) -> SparsityPattern:
-    """A pattern from "m:n", (m, n) or a SparsityPattern; only the hardware's patterns exist."""
+    """A pattern from "m:n" or "n:m" (the NKI guide's "16:4" is 4:16), (m, n) or a SparsityPattern."""
     if isinstance(spec, SparsityPattern):
         return spec
-    text = f"{spec[0]}:{spec[1]}" if isinstance(spec, tuple) else str(spec).strip()
-    if text not in PATTERNS:
-        raise FormatError(f"unknown sparsity pattern {spec!r}", hint=f"use one of {', '.join(PATTERNS)}")
-    kept, group = (int(part) for part in text.split(":"))
-    return SparsityPattern(kept, group)
+    numbers = _pattern_numbers(spec)
+    if numbers is None or f"{min(numbers)}:{max(numbers)}" not in PATTERNS:
+        raise FormatError(f"unknown sparsity pattern {params.shown(spec)}",
+                          hint=f"use one of {', '.join(PATTERNS)} (or n:m, such as 16:4)")
+    return SparsityPattern(min(numbers), max(numbers))
+
+
+def _pattern_numbers(spec) -> tuple[int, int] | None:
+    """The two counts of "a:b" or (a, b), in the order given; None if spec is neither."""
+    if isinstance(spec, str):
+        parts = spec.split(":")
+    elif isinstance(spec, tuple | list):
+        parts = spec
+    else:
+        return None
+    if len(parts) != 2:
+        return None
+    try:
+        return tuple(params.integer(int(p) if isinstance(p, str) else p, "pattern") for p in parts)
+    except (ValueError, FormatError):
+        return None
 
 
 def _groups(w: np.ndarray, pattern: SparsityPattern, axis: int) -> tuple[np.ndarray, int]:
     """View (..., groups, n) with `axis` moved last; FormatError if n does not divide it."""
-    if w.ndim == 0:
-        raise FormatError("a sparsity pattern needs an array with at least one axis")
-    if not -w.ndim <= axis < w.ndim:
-        raise FormatError(f"axis {axis} does not exist in an array of shape {w.shape}")
-    axis %= w.ndim
+    axis = params.axis(axis, w.shape)
     if w.shape[axis] % pattern.group:
         raise FormatError(f"pattern {pattern.name} needs axis {axis} (length {w.shape[axis]}) to be a "
                           f"multiple of {pattern.group}", hint="pad the contraction axis")
@@ -66,11 +87,17 @@ def _ungroup(groups: np.ndarray, axis: int) -> np.ndarray:
 
 
 def prune(w, pattern=DEFAULT_PATTERN, axis: int = 0) -> np.ndarray:
-    """Keep the `m` largest magnitudes of every group (the earlier one wins a tie); zero the rest."""
+    """Keep the `m` largest magnitudes of every group (the earlier one wins a tie); zero the rest.
+
+    NaN ranks above every magnitude, ±Inf included, so a NaN is kept and stays visible downstream
+    rather than being pruned away (and |NaN| comparisons would otherwise decide nothing).
+    """
     pattern = get_pattern(pattern)
-    w = np.asarray(w)
+    w = params.real_array(w, "w")
     groups, axis = _groups(w, pattern, axis)
-    order = np.argsort(-np.abs(groups.astype(np.float64)), axis=-1, kind="stable")
+    magnitude = np.abs(groups.astype(np.float64))
+    # lexsort is stable and sorts by its last key first: NaNs, then larger magnitudes first
+    order = np.lexsort((-magnitude, ~np.isnan(magnitude)), axis=-1)
     keep = np.zeros(groups.shape, bool)
     np.put_along_axis(keep, order[..., :pattern.kept], True, axis=-1)
     return _ungroup(np.where(keep, groups, np.zeros((), w.dtype)), axis)
@@ -79,7 +106,7 @@ def prune(w, pattern=DEFAULT_PATTERN, axis: int = 0) -> np.ndarray:
 def find_violations(w, pattern=DEFAULT_PATTERN, axis: int = 0) -> list[tuple[tuple[int, ...], int]]:
     """Every group with too many non-zeros: (index of its first element in `w`, non-zero count)."""
     pattern = get_pattern(pattern)
-    w = np.asarray(w)
+    w = params.real_array(w, "w")
     groups, axis = _groups(w, pattern, axis)
     counts = np.count_nonzero(groups, axis=-1)
     found = []
@@ -93,6 +120,8 @@ def find_violations(w, pattern=DEFAULT_PATTERN, axis: int = 0) -> list[tuple[tup
 def check_pattern(w, pattern=DEFAULT_PATTERN, axis: int = 0) -> None:
     """Raise FormatError naming where `w` breaks the pattern (nothing happens if it obeys)."""
     pattern = get_pattern(pattern)
+    w = params.real_array(w, "w")
+    axis = params.axis(axis, w.shape)
     bad = find_violations(w, pattern, axis)
     if bad:
         (index, count), more = bad[0], len(bad) - 1
@@ -117,7 +146,7 @@ class SparseArray:
 def compress(w, pattern=DEFAULT_PATTERN, axis: int = 0) -> SparseArray:
     """Values and positions of the kept elements; groups with fewer non-zeros keep some zeros."""
     pattern = get_pattern(pattern)
-    w = np.asarray(w)
+    w = params.real_array(w, "w")
     check_pattern(w, pattern, axis)
     groups, axis = _groups(w, pattern, axis)
     order = np.argsort(groups == 0, axis=-1, kind="stable")[..., :pattern.kept]
@@ -129,6 +158,7 @@ def compress(w, pattern=DEFAULT_PATTERN, axis: int = 0) -> SparseArray:
 
 def decompress(sparse: SparseArray) -> np.ndarray:
     """The dense array again (exactly)."""
+    _check_sparse(sparse)
     pattern = sparse.pattern
     values = np.moveaxis(sparse.values, sparse.axis, -1)
     values = values.reshape(*values.shape[:-1], values.shape[-1] // pattern.kept, pattern.kept)
@@ -141,32 +171,33 @@ def decompress(sparse: SparseArray) -> np.ndarray:
 def pack_tags(positions, order: str = "low_first") -> np.ndarray:
     """Four 4-bit positions per uint16 along the last axis (tag 0 in the low nibble by default)."""
     shifts = _tag_shifts(order)
-    tags = np.asarray(positions).astype(np.uint16)
-    if tags.shape[-1] % TAGS_PER_WORD:
-        raise FormatError(f"tag packing needs a last axis divisible by {TAGS_PER_WORD}, got {tags.shape[-1]}")
-    if tags.size and tags.max() >= 1 << TAG_BITS:
-        raise FormatError(f"a tag of {int(tags.max())} does not fit in {TAG_BITS} bits")
+    tags = params.integer_array(positions, "positions", minimum=0, maximum=(1 << TAG_BITS) - 1)
+    if tags.ndim == 0 or tags.shape[-1] % TAGS_PER_WORD:
+        raise FormatError(f"tag packing needs a last axis divisible by {TAGS_PER_WORD}, "
+                          f"got shape {tags.shape}")
+    tags = tags.astype(np.uint16)
     grouped = tags.reshape(*tags.shape[:-1], tags.shape[-1] // TAGS_PER_WORD, TAGS_PER_WORD)
     return np.bitwise_or.reduce(grouped << shifts, axis=-1).astype(np.uint16)
 
 
 def unpack_tags(packed, order: str = "low_first") -> np.ndarray:
     shifts = _tag_shifts(order)
-    words = np.asarray(packed).astype(np.uint16)[..., None]
+    words = params.integer_array(packed, "packed", minimum=0, maximum=0xFFFF).astype(np.uint16)[..., None]
     tags = (words >> shifts) & np.uint16((1 << TAG_BITS) - 1)
     return tags.reshape(*tags.shape[:-2], tags.shape[-2] * tags.shape[-1]).astype(np.uint8)
 
 
 def _tag_shifts(order: str) -> np.ndarray:
-    if order not in TAG_ORDERS:
-        raise FormatError(f"unknown tag order {order!r}", hint=f"use one of {TAG_ORDERS}")
+    params.choice(order, "tag order", TAG_ORDERS)
     shifts = np.arange(TAGS_PER_WORD, dtype=np.uint16) * TAG_BITS
     return shifts if order == "low_first" else shifts[::-1].copy()
 
 
 def sparse_matmul(a, sparse: SparseArray, *, max_gather_elements: int = 1 << 24) -> np.ndarray:
     """a [M, K] @ W [K, N] with W compressed along K (axis 0), in float32, reading only kept values."""
-    a = np.asarray(a, dtype=np.float32)
+    a = params.real_array(a, "a").astype(np.float32)
+    _check_sparse(sparse)
+    max_gather_elements = params.integer(max_gather_elements, "max_gather_elements", minimum=1)
     if sparse.axis != 0 or len(sparse.shape) != 2 or a.ndim != 2 or a.shape[1] != sparse.shape[0]:
         raise FormatError(f"sparse_matmul needs a [M, K] times a [K, N] compressed along axis 0; got "
                           f"{a.shape} and {sparse.shape} compressed along axis {sparse.axis}")
@@ -181,3 +212,8 @@ def sparse_matmul(a, sparse: SparseArray, *, max_gather_elements: int = 1 << 24)
         gathered = a[:, rows[:, cols]]  # [M, K/CR, cols]
         out[:, cols] = np.einsum("mkn,kn->mn", gathered, values[:, cols], dtype=np.float32)
     return out
+
+
+def _check_sparse(sparse) -> None:
+    if not isinstance(sparse, SparseArray):
+        raise FormatError(f"sparse must be a SparseArray (from compress), got {type(sparse).__name__}")
