@@ -27,19 +27,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one subcommand; a TrnsimError becomes one line on stderr and exit code 2."""
+    """Run one subcommand; a TrnsimError becomes one line on stderr and exit code 2.
+
+    No command is a usage error like any other (help on stderr, exit code 2); Ctrl-C exits with
+    130 and no traceback.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
-        parser.print_help()
-        return 1
+        parser.print_help(sys.stderr)
+        return 2
     try:
         return int(args.run(args) or 0)
     except TrnsimError as error:
         if current().debug:
             raise
-        print(f"trnsim: error: {error}", file=sys.stderr)
+        print(f"trnsim: error: {one_line(str(error))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("trnsim: interrupted", file=sys.stderr)
+        return 130
+
+
+def one_line(message: str) -> str:
+    """A message that spans lines, joined into one: every error is one line of the output."""
+    return " ".join(line.strip() for line in message.splitlines() if line.strip())
 
 
 if __name__ == "__main__":

@@ -9,23 +9,30 @@ with an error instead). Every kernel launch the script makes (simulate, trace or
 is recorded; afterwards each trace is timed on every target, a summary table is printed, and with
 `--report DIR` each launch gets DIR/<kernel>.html (self-contained report) and DIR/<kernel>.json
 (Perfetto / Chrome trace). Options for trnsim come before the script name; everything after it
-goes to the script.
+goes to the script. `--target` and `--report` are checked before the script runs, and the report
+files appear together once every launch is timed (never a half-written directory).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import importlib
+import os
 import runpy
+import shutil
 import sys
+import traceback
 from pathlib import Path
 
 from rich.console import Console
 from rich.progress import Progress
 
+from trnsim import hardware
+from trnsim.cli.specs import console as wide_console
 from trnsim.core.profile import profile_trace
-from trnsim.errors import ConfigError, UnsupportedError
+from trnsim.errors import ConfigError, SpecError, TrnsimError, UnsupportedError
 from trnsim.reports.kernel import DEFAULT_TARGETS, KernelProfile, summary_table
 
 
@@ -44,15 +51,66 @@ def register(subparsers) -> None:
 
 
 def parse_targets(text: str | None) -> list[str]:
-    """"trn1,trn2" -> ["trn1", "trn2"], each checked against the hardware catalog."""
-    from trnsim import hardware
-
-    targets = [t.strip() for t in (text or ",".join(DEFAULT_TARGETS)).split(",") if t.strip()]
+    """"trn1,trn2" -> ["trn1", "trn2"], each a generation trnsim can time; the default when None."""
+    if text is None:
+        return list(DEFAULT_TARGETS)
+    targets = list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
     if not targets:
-        raise ConfigError(f"--target {text!r} names no target", hint="e.g. --target trn1,trn2")
+        raise ConfigError(f"--target {text!r} names no target",
+                          hint=f"e.g. --target {','.join(DEFAULT_TARGETS)}")
     for target in targets:
-        hardware.core(target)  # raises SpecError with close matches for a typo
+        check_target(target)
     return targets
+
+
+def check_target(name: str) -> None:
+    """Refuse a name that is not a timed generation, suggesting target names (not core names)."""
+    try:
+        core = hardware.core(name)
+    except SpecError:
+        core = None
+    if core is not None and not core.partial:
+        return
+    close = difflib.get_close_matches(name.strip().lower(), hardware.TARGETS, n=3, cutoff=0.5)
+    lead = f"did you mean {', '.join(close)}? " if close else ""
+    why = f" ({core.name} has no published timing figures)" if core is not None else ""
+    raise ConfigError(f"--target {name!r} is not a target{why}",
+                      hint=f"{lead}targets: {', '.join(hardware.TARGETS)}")
+
+
+def report_directory(text: str | None) -> Path | None:
+    """The --report directory as an absolute path (the script may chdir), checked before it runs.
+
+    It may exist (files are added) or not (it is created); it may not be a file, lie under a
+    file, or sit where nothing can be written.
+    """
+    if text is None:
+        return None
+    if not text.strip():
+        raise ConfigError("--report names no directory", hint="e.g. --report out/")
+    path = Path(text).expanduser().resolve()
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--report {text!r} is an existing file, not a directory",
+                          hint="name a directory; it is created if missing")
+    base = _nearest_existing(path)
+    if not base.is_dir():
+        raise ConfigError(f"--report {text!r} cannot be created: {base} is a file")
+    try:
+        _staging_dir(base).rmdir()
+    except OSError as error:
+        raise ConfigError(f"--report {text!r} is not writable: {error.strerror} in {base}") from None
+    return path
+
+
+def _nearest_existing(path: Path) -> Path:
+    return next(p for p in (path, *path.parents) if p.exists())
+
+
+def _staging_dir(base: Path) -> Path:
+    """A new empty directory in `base` for report files before they are moved into place."""
+    staging = base / f".trnsim-report-{os.getpid()}"
+    staging.mkdir()
+    return staging
 
 
 @contextlib.contextmanager
@@ -84,12 +142,23 @@ def _is_builtin(kernel) -> bool:
     return getattr(kernel, "__module__", "").startswith("trnsim.")
 
 
-def run_script(script: str, script_args: list[str]) -> int:
-    """Run `script` as __main__ with the nki aliases on; its exit code."""
-    from trnsim.nki import compat
-
+def check_script(script: str) -> None:
+    if Path(script).is_dir():
+        raise ConfigError(f"script {script!r} is a directory", hint="give the Python file to run")
     if not Path(script).is_file():
         raise ConfigError(f"script {script!r} does not exist")
+
+
+def run_script(script: str, script_args: list[str]) -> int:
+    """Run `script` as __main__ with the nki aliases on; its exit code.
+
+    As with `python script.py`, an exception the script does not catch prints the script's
+    traceback (from its own frame on) and gives exit code 1; a TrnsimError goes to the caller,
+    which prints it as one line naming the kernel line.
+    """
+    from trnsim.nki import compat
+
+    check_script(script)
     compat.enable()
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [script, *script_args]
@@ -97,11 +166,33 @@ def run_script(script: str, script_args: list[str]) -> int:
     try:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as stop:
-        return stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        return _exit_code(stop.code)
+    except TrnsimError:
+        raise
+    except Exception as error:
+        _print_script_traceback(error, script)
+        return 1
     finally:
         sys.argv = saved_argv
         sys.path[:] = saved_path
     return 0
+
+
+def _exit_code(code: object) -> int:
+    """The status `sys.exit(code)` gives, printing a message code to stderr as Python does."""
+    if code is None or isinstance(code, int):
+        return code or 0
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _print_script_traceback(error: Exception, script: str) -> None:
+    """The traceback from the script's own frame on, without the frames of `trnsim run`."""
+    frames = error.__traceback__
+    target = Path(script).resolve()
+    while frames is not None and Path(frames.tb_frame.f_code.co_filename).resolve() != target:
+        frames = frames.tb_next
+    traceback.print_exception(type(error), error, frames)
 
 
 def _labels(launches: list[tuple[str, object]]) -> list[str]:
@@ -122,7 +213,7 @@ def profile_launches(launches, targets: list[str], console: Console) -> list[Ker
     skipped for that kernel with a note; the other targets are still timed.
     """
     profiles = []
-    with Progress(console=console, transient=True) as progress:
+    with Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
         task = progress.add_task("timing kernels", total=len(launches) * len(targets))
         for label, (_, trace) in zip(_labels(launches), launches, strict=True):
             results = {}
@@ -132,27 +223,55 @@ def profile_launches(launches, targets: list[str], console: Console) -> list[Ker
                 try:
                     results.update(profile_trace(trace, [target]))
                 except UnsupportedError as error:
-                    console.print(f"trnsim run: {label} not timed on {target}: {error.message}")
+                    console.print(f"trnsim run: {label} not timed on {target}: {error.message}",
+                                  markup=False, soft_wrap=True)
                 progress.advance(task)
             if results:
                 profiles.append(KernelProfile(name=label, trace=trace, results=results))
     return profiles
 
 
+def write_reports(profiles: list[KernelProfile], directory: Path) -> list[Path]:
+    """Every launch's HTML and Perfetto files into `directory`, which gets all of them or none.
+
+    The files are written into a staging directory beside (or inside) it first, then moved in.
+    """
+    staging = None
+    try:
+        staging = _staging_dir(_nearest_existing(directory))
+        written = [path for item in profiles for path in item.write(staging)]
+        if directory.exists():
+            for path in written:
+                path.replace(directory / path.name)
+        else:
+            directory.parent.mkdir(parents=True, exist_ok=True)
+            staging.replace(directory)
+    except OSError as error:
+        raise ConfigError(f"could not write the report into {directory}: {error.strerror or error}") from None
+    finally:
+        if staging is not None and staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return [directory / path.name for path in written]
+
+
 def run(args) -> int:
     targets = parse_targets(args.target)
+    report = report_directory(args.report)
+    if report is not None and args.no_profile:
+        raise ConfigError("--report needs the profile that --no-profile turns off", hint="drop one of them")
+    check_script(args.script)
     with recording_launches() as launches:
         code = run_script(args.script, args.script_args)
     if args.no_profile:
         return code
-    console = Console(stderr=True)
+    notes = wide_console(stderr=True)
     if not launches:
-        console.print("trnsim run: the script launched no NKI kernel; nothing to profile")
+        if code == 0:
+            notes.print("trnsim run: the script launched no NKI kernel; nothing to profile", soft_wrap=True)
         return code
-    profiles = profile_launches(launches, targets, console)
-    Console().print(summary_table(profiles))
-    if args.report:
-        for item in profiles:
-            page, events = item.write(args.report)
-            console.print(f"wrote {page} and {events}")
+    profiles = profile_launches(launches, targets, notes)
+    wide_console().print(summary_table(profiles))
+    if report is not None:
+        for path in write_reports(profiles, report):
+            notes.print(f"wrote {path}", markup=False, soft_wrap=True)
     return code

@@ -132,7 +132,7 @@ class InstructionCost(_Spec):
 
 @dataclass(frozen=True, kw_only=True, slots=True, eq=False)
 class CostSpec(_Spec):
-    """Per-instruction cost constants for the timing model (nki.md §1.3-1.5)."""
+    """Per-instruction cost constants for the timing model ([SDK-2.26] ISA docstrings, [S9])."""
 
     name: str = plain("text")
     matmul_min_ii_cycles: float = fact("cycles")
