@@ -160,6 +160,22 @@ def test_an_error_message_spanning_lines_is_printed_as_one(capsys, monkeypatch):
     assert refused(capsys, "specs") == "trnsim: error: first line second line\n"
 
 
+def test_a_bad_setting_is_one_line_even_when_the_command_fails_too(capsys, monkeypatch):
+    monkeypatch.setenv("TRNSIM_DEBUG", "maybe")
+    err = refused(capsys, "specs", "trn9")
+    assert err == "trnsim: error: TRNSIM_DEBUG='maybe' is not a flag — use 1 or 0\n"
+
+
+def test_a_closed_pipe_ends_quietly():
+    """`trnsim specs --json | head -1`: the reader stops early; no BrokenPipeError traceback."""
+    process = subprocess.Popen([sys.executable, "-m", "trnsim", "specs", "--json"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    assert process.stdout.readline() == b"[\n"
+    process.stdout.close()
+    assert process.wait(timeout=60) == 1
+    assert process.stderr.read() == b""
+
+
 def test_data_that_is_a_file_is_one_line(tmp_path, capsys):
     (tmp_path / "data").write_text("")
     assert "cannot read hardware data file" in refused(capsys, "specs", "--data", str(tmp_path / "data"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from trnsim import __version__
@@ -29,8 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one subcommand; a TrnsimError becomes one line on stderr and exit code 2.
 
-    No command is a usage error like any other (help on stderr, exit code 2); Ctrl-C exits with
-    130 and no traceback.
+    No command is a usage error like any other (help on stderr, exit code 2); a bad TRNSIM_*
+    setting is refused before the command runs; Ctrl-C exits with 130 and a closed output pipe
+    (`| head`) with 1 (as rich does for tables), both without a traceback.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -38,15 +40,27 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
+        current()  # a bad TRNSIM_* value is a one-line error now, not a traceback mid-run
         return int(args.run(args) or 0)
     except TrnsimError as error:
-        if current().debug:
+        if _debug():
             raise
         print(f"trnsim: error: {one_line(str(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("trnsim: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit's flush
+        return 1
+
+
+def _debug() -> bool:
+    """TRNSIM_DEBUG, or False when the settings themselves are what is wrong."""
+    try:
+        return current().debug
+    except TrnsimError:
+        return False
 
 
 def one_line(message: str) -> str:
