@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.core.isa import Engine
+from trnsim.core.isa import Engine, Opcode
 from trnsim.core.memory import View
-from trnsim.errors import HazardError, ShapeError
+from trnsim.errors import ArgumentError, HazardError, ShapeError
 from trnsim.nki import backend
 
 
@@ -113,14 +113,15 @@ def test_cached_region_equals_a_fresh_one_for_every_view():
 
 
 def test_every_engine_spelling_resolves_to_its_engine():
+    copy = Opcode.TENSOR_COPY
     for engine in Engine:
-        assert backend._engine(engine) is engine
-        assert backend._engine(engine.value) is engine
-        assert backend._engine(getattr(nisa.engine, engine.value)) is engine
+        assert backend._engine(engine, copy) is engine
+        assert backend._engine(engine.value, copy) is engine
+        assert backend._engine(getattr(nisa.engine, engine.value), copy) is engine
     for none in (None, "unknown", nisa.engine.unknown):
-        assert backend._engine(none) is None
-    with pytest.raises(ValueError, match="bogus"):
-        backend._engine("bogus")
+        assert backend._engine(none, copy) is None
+    with pytest.raises(ArgumentError, match="engine='bogus'; it must be one of"):
+        backend._engine("bogus", copy)
 
 
 @pytest.mark.parametrize("pattern,offset,message", [

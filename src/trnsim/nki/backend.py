@@ -13,8 +13,10 @@ import numpy as np
 from trnsim.core.isa import ELEMENTWISE, SPECS, Engine, Memory, Opcode
 from trnsim.core.machine import NeuronCore, kernel_line
 from trnsim.core.memory import GatherView, contiguous_strides
-from trnsim.errors import KernelError, SourceLoc, UnsupportedError
+from trnsim.core.trace import InputRef
+from trnsim.errors import ArgumentError, KernelError, SourceLoc, UnsupportedError
 from trnsim.nki import dtypes
+from trnsim.nki.calls import describe
 from trnsim.nki.tensor import IndirectColumns, IndirectTensor, NkiTensor
 
 _active: contextvars.ContextVar[NeuronCore | None] = contextvars.ContextVar("trnsim_nki_core", default=None)
@@ -71,11 +73,12 @@ def _shared(running: NeuronCore, shape, element, name, values):
 def issue(opcode: Opcode, dst, srcs=(), params=None, engine=None, name: str = ""):
     """Record one instruction with output views `dst` and input views `srcs`."""
     running = core()
-    chosen = _engine(engine)
+    chosen = _engine(engine, opcode)
     outputs, inputs = (dst if isinstance(dst, tuple) else (dst,)), tuple(srcs)
-    if not _PLAIN_VIEWS.issuperset(map(type, outputs + inputs)):  # a None or an indirect view
-        outputs = _operands(outputs, opcode, chosen, running)
-        inputs = _operands(inputs, opcode, chosen, running)
+    if not _PLAIN_VIEWS.issuperset(map(type, outputs + inputs)):  # a None, an indirect view, a mistake
+        spec = SPECS[opcode]
+        outputs = _operands(outputs, "output", spec, chosen, running)
+        inputs = _operands(inputs, "input", spec, chosen, running, params)
     return running.issue(opcode, outputs, inputs, params or {}, chosen, name or "")
 
 
@@ -83,10 +86,33 @@ _PLAIN_VIEWS = frozenset({NkiTensor, IndirectTensor})
 """Operand types `issue` passes on as they are (the test runs in C, once per instruction)."""
 
 
-def _operands(views, opcode: Opcode, engine: Engine | None, running: NeuronCore) -> tuple:
-    """The views that are not None, with `NkiTensor.indirect` ones bound to the engine (`_bind`)."""
-    return tuple([_bind(v, opcode, engine, running) if isinstance(v, IndirectColumns) else v
-                  for v in views if v is not None])
+def _operands(views, role: str, spec, engine: Engine | None, running: NeuronCore, params=None) -> tuple:
+    """The views that are given, with `NkiTensor.indirect` ones bound to the engine (`_bind`);
+    None where the contract makes the operand optional; anything else is refused by name."""
+    kept = []
+    for index, view in enumerate(views):
+        if isinstance(view, IndirectColumns):
+            kept.append(_bind(view, spec.opcode, engine, running))
+        elif isinstance(view, NkiTensor | IndirectTensor):
+            kept.append(view)
+        elif view is not None or not _optional(spec, role, index):
+            operand = _operand_name(spec, role, index, params)
+            raise ArgumentError(f"{operand} is {describe(view)}; it must be a tile (an nl.ndarray or a "
+                                f"view of one)", op=spec.nki_name)
+    return tuple(kept)
+
+
+def _optional(spec, role: str, index: int) -> bool:
+    names = spec.outputs if role == "output" else spec.inputs
+    return index < len(names) and names[index].endswith("?")
+
+
+def _operand_name(spec, role: str, index: int, params) -> str:
+    """The argument's NKI name: from the contract, or the parameter a tile operand was given for."""
+    for key, value in (params or {}).items():
+        if role == "input" and isinstance(value, InputRef) and value.index == index:
+            return key
+    return spec.operand_name(role, index)
 
 
 _INDIRECTION_OPCODES = ELEMENTWISE | frozenset({
@@ -115,11 +141,13 @@ def _bind(view: IndirectColumns, opcode: Opcode, engine: Engine | None, running:
 _ENGINES = {engine.value: engine for engine in Engine}
 
 
-def _engine(engine) -> Engine | None:
-    if engine is None or engine == "unknown" or getattr(engine, "value", None) == "unknown":
-        return None
+def _engine(engine, opcode: Opcode) -> Engine | None:
+    """The engine a kernel chose (`nisa.engine.vector`, "vector"), or None to let the spec choose."""
     value = getattr(engine, "value", engine)
+    if value is None or value == "unknown":
+        return None
     try:
         return _ENGINES[value]
     except (KeyError, TypeError):
-        return Engine(value)  # raises the enum's own error for a name that is no engine
+        raise ArgumentError(f"engine={engine!r}; it must be one of {sorted(_ENGINES)} (nisa.engine.*)",
+                            op=SPECS[opcode].nki_name) from None

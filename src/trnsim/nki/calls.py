@@ -5,6 +5,9 @@ it defines, so that:
 * a call Python cannot bind (an unknown keyword such as a misspelled `acumulate=` or the old API's
   `mask=`, a missing argument, one too many) raises `ArgumentError` naming the argument and
   listing the parameters the call takes, instead of a bare TypeError from inside trnsim;
+* an argument that must be a tile (`dst`, `data`, `stationary`, ...: `TILE_ARGUMENTS`) but is None
+  (where None is not its default), a number, a string or a numpy array raises `ArgumentError`
+  naming it, before the call looks at its shape;
 * any `TrnsimError` raised inside the call without a kernel line gets the line of the kernel
   that made the call (`TrnsimError.locate`).
 """
@@ -15,21 +18,40 @@ import functools
 import inspect
 
 from trnsim.errors import ArgumentError, SourceLoc, TrnsimError
+from trnsim.nki.tensor import NkiTensor
 
 _OLD_API_KEYWORDS = {"mask": "mask= belongs to the old neuronxcc.nki API; in NKI 0.6 slice the tiles instead"}
 
 
-def checked_calls(namespace: dict, prefix: str) -> None:
-    """Wrap the public functions of a front-end module (its `globals()`) in place."""
+TILE_ARGUMENTS = frozenset({
+    "dst", "src", "data", "data0", "data1", "data2", "stationary", "moving", "stationary_scale",
+    "moving_scale", "predicate", "on_true_tile", "on_true", "vals", "indices", "index", "src_buffer",
+    "segment_ids", "dst_idx", "reduce_res", "dst_scale", "val_dst", "idx_dst"})
+"""Argument names that are tiles in every `nisa` call that has them."""
+
+
+def checked_calls(namespace: dict, prefix: str, tiles: frozenset[str] = frozenset()) -> None:
+    """Wrap the public functions of a front-end module (its `globals()`) in place; arguments named
+    in `tiles` must be tiles."""
     for name, value in list(namespace.items()):
         if (not name.startswith("_") and inspect.isfunction(value)
                 and value.__module__.startswith("trnsim.nki") and not hasattr(value, "__wrapped__")):
-            namespace[name] = _checked(value, f"{prefix}.{name}")
+            namespace[name] = _checked(value, f"{prefix}.{name}", tiles)
 
 
-def _checked(function, call_name: str):
+def _checked(function, call_name: str, tiles: frozenset[str]):
+    parameters = inspect.signature(function).parameters
+    tile_positions = tuple((index, name, parameters[name].default is None)
+                           for index, name in enumerate(parameters) if name in tiles)
+
     @functools.wraps(function)
     def call(*args, **kwargs):
+        for index, name, may_be_none in tile_positions:
+            value = args[index] if index < len(args) else kwargs.get(name, _ABSENT)
+            if isinstance(value, NkiTensor) or value is _ABSENT or (value is None and may_be_none):
+                continue
+            raise ArgumentError(f"{name} is {describe(value)}; it must be a tile (an nl.ndarray or a "
+                                f"view of one)", op=call_name)
         try:
             return function(*args, **kwargs)
         except TrnsimError as error:
@@ -40,6 +62,19 @@ def _checked(function, call_name: str):
                 raise
             raise _binding_error(function, call_name, error, kwargs) from None
     return call
+
+
+_ABSENT = object()
+
+
+def describe(value) -> str:
+    """A value given where a tile goes, as the user would recognise it."""
+    if value is None:
+        return "None"
+    kind = type(value)
+    if kind.__name__ in ("ndarray", "Tensor"):
+        return f"a {kind.__module__.split('.')[0]} array (kernel inputs are HBM tensors; copy them on chip)"
+    return f"{value!r}"[:60] if isinstance(value, str | int | float) else f"a {kind.__name__}"
 
 
 def _binding_error(function, call_name: str, error: TypeError, kwargs: dict) -> ArgumentError:

@@ -9,12 +9,13 @@ docs/nki.md lists them.
 from __future__ import annotations
 
 import enum
+from numbers import Integral, Real
 
 from trnsim.core.isa import Opcode
 from trnsim.core.trace import InputRef
 from trnsim.errors import KernelError, UnsupportedError
 from trnsim.nki import backend
-from trnsim.nki.calls import checked_calls
+from trnsim.nki.calls import TILE_ARGUMENTS, checked_calls
 from trnsim.nki.registers import VirtualRegister, register_alloc, register_load, register_move, register_store
 from trnsim.nki.tensor import IndirectTensor, NkiTensor
 
@@ -93,7 +94,7 @@ def op_name(op) -> str:
         return op
     name = getattr(op, "nki_op", None) or getattr(op, "value", None) or getattr(op, "__name__", None)
     if not isinstance(name, str):
-        raise UnsupportedError(f"operator {op!r} is not known", what=repr(op))
+        return op  # not an operator: the contract check refuses it by parameter name
     return _OP_ALIASES.get(name, name)
 
 
@@ -113,7 +114,7 @@ class _Inputs(list):
             return InputRef(len(self) - 1)
         if isinstance(value, VirtualRegister):
             return value.read_value()
-        return None if value is None else float(value)
+        return _number(value)
 
 
 def _issue(opcode: Opcode, dst, srcs, params, engine_choice=None, name=None):
@@ -151,7 +152,7 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None):
 
 
 def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
-    return _issue(Opcode.TENSOR_COPY_PREDICATED, dst, [src, predicate], {"reverse_pred": bool(reverse_pred)},
+    return _issue(Opcode.TENSOR_COPY_PREDICATED, dst, [src, predicate], {"reverse_pred": reverse_pred},
                   None, name)
 
 
@@ -165,8 +166,25 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     return _issue(Opcode.IOTA, dst, [], params, None, name)
 
 
-def _pattern(pattern) -> tuple[tuple[int, int], ...]:
-    return tuple((int(step), int(count)) for step, count in pattern)
+def _pattern(pattern):
+    """[[step, count], ...] as a tuple of pairs; anything else is passed on for the check to name."""
+    if not isinstance(pattern, tuple | list):
+        return pattern
+    return tuple(_ints(pair) for pair in pattern)
+
+
+def _ints(values):
+    """A sequence of integers as a tuple (numpy integers become ints); else `values` unchanged."""
+    if isinstance(values, tuple | list) and all(isinstance(v, Integral) for v in values):
+        return tuple(int(v) for v in values)
+    return values
+
+
+def _number(value):
+    """A numeric immediate as a Python float; anything else is passed on for the check to name."""
+    if isinstance(value, Real) and not isinstance(value, bool):
+        return float(value)
+    return value
 
 
 def _scalar(value):
@@ -184,9 +202,9 @@ def _same_size(dst, src, op: str) -> None:
 def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False,
               is_transpose=False, accumulate=None, tile_position=(), tile_size=(),
               perf_mode=matmul_perf_mode.none, name=None):
-    params = {"accumulate": accumulate, "is_transpose": bool(is_transpose),
+    params = {"accumulate": accumulate, "is_transpose": is_transpose,
               "perf_mode": _enum_value(perf_mode),
-              "tile_position": tuple(tile_position or ()), "tile_size": tuple(tile_size or ()),
+              "tile_position": _ints(tile_position or ()), "tile_size": _ints(tile_size or ()),
               "moving_free": moving.size // moving.shape[0]}
     return _issue(Opcode.MATMUL, dst, [stationary, moving], params, "tensor", name)
 
@@ -198,8 +216,8 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None):
 def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
                  accumulate=None, name=None):
     """MX matmul (trn3): x4-packed operands with E8M0 scales per 32 contraction values (K = 4 x P)."""
-    params = {"accumulate": accumulate, "tile_position": tuple(tile_position or ()),
-              "tile_size": tuple(tile_size or ()), "moving_free": moving.size // moving.shape[0]}
+    params = {"accumulate": accumulate, "tile_position": _ints(tile_position or ()),
+              "tile_size": _ints(tile_size or ()), "moving_free": moving.size // moving.shape[0]}
     return _issue(Opcode.MATMUL_MX, dst, [stationary, moving, stationary_scale, moving_scale], params,
                   "tensor", name)
 
@@ -210,4 +228,4 @@ def quantize_mx(dst, src, dst_scale, name=None):
 
 from trnsim.nki.isa_compute import *  # noqa: E402, F401, F403 - Scalar/Vector/GpSimd instructions
 
-checked_calls(globals(), "nisa")
+checked_calls(globals(), "nisa", TILE_ARGUMENTS)

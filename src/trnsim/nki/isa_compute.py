@@ -10,7 +10,9 @@ from trnsim.nki import backend
 from trnsim.nki.isa import (
     _enum_value,
     _Inputs,
+    _ints,
     _issue,
+    _number,
     _pattern,
     engine,
     op_name,
@@ -45,8 +47,8 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
         raise UnsupportedError(f"nisa.activate2 needs NeuronCore generation 4; {spec.name} is generation "
                                f"{spec.generation}", what="nisa.activate2", target=spec.name)
     srcs = _Inputs([data])
-    params = {"op": op_name(op), "op0": op_name(op0), "imm0": srcs.ref(imm0), "reverse0": bool(reverse0),
-              "op1": op_name(op1), "imm1": srcs.ref(imm1), "reverse1": bool(reverse1),
+    params = {"op": op_name(op), "op0": op_name(op0), "imm0": srcs.ref(imm0), "reverse0": reverse0,
+              "op1": op_name(op1), "imm1": srcs.ref(imm1), "reverse1": reverse1,
               "relu_param": srcs.ref(relu_param), **_reduce_params(reduce_op, reduce_cmd)}
     return _issue(Opcode.ACTIVATION, (dst, reduce_res), srcs, params, engine, name)
 
@@ -65,16 +67,16 @@ def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
                   engine=engine.unknown, name=None):
     srcs = _Inputs([data])
-    params = {"op0": op_name(op0), "operand0": srcs.ref(operand0), "reverse0": bool(reverse0),
-              "op1": op_name(op1), "operand1": srcs.ref(operand1), "reverse1": bool(reverse1)}
+    params = {"op0": op_name(op0), "operand0": srcs.ref(operand0), "reverse0": reverse0,
+              "op1": op_name(op1), "operand1": srcs.ref(operand1), "reverse1": reverse1}
     return _issue(Opcode.TENSOR_SCALAR, dst, srcs, params, engine, name)
 
 
 def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False,
                          engine=engine.unknown, name=None):
     srcs = _Inputs([data])
-    params = {"op0": op_name(op0), "operand0": srcs.ref(operand0), "reverse0": bool(reverse0),
-              "op1": op_name(op1), "operand1": srcs.ref(operand1), "reverse1": bool(reverse1)}
+    params = {"op0": op_name(op0), "operand0": srcs.ref(operand0), "reverse0": reverse0,
+              "op1": op_name(op1), "operand1": srcs.ref(operand1), "reverse1": reverse1}
     return _issue(Opcode.SCALAR_TENSOR_TENSOR, dst, srcs, params, engine, name)
 
 
@@ -99,15 +101,15 @@ def _reduce_axes(axis, data, dst) -> tuple[int, ...]:
 
 def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
     axes = _reduce_axes(axis, data, dst)
-    params = {"op": op_name(op), "axis": axes, "negate": bool(negate), "keepdims": bool(keepdims)}
+    params = {"op": op_name(op), "axis": axes, "negate": negate, "keepdims": keepdims}
     return _issue(Opcode.TENSOR_REDUCE, dst, [data], params, None, name)
 
 
 def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
                          reduce_cmd=_RESET_REDUCE, reduce_init=None, reduce_res_negate=False, name=None):
     srcs = _Inputs([data])
-    params = {"op0": op_name(op0), "operand0": srcs.ref(operand0), "reverse0": bool(reverse0),
-              "reduce_res_negate": bool(reduce_res_negate), **_reduce_params(reduce_op, reduce_cmd)}
+    params = {"op0": op_name(op0), "operand0": srcs.ref(operand0), "reverse0": reverse0,
+              "reduce_res_negate": reduce_res_negate, **_reduce_params(reduce_op, reduce_cmd)}
     return _issue(Opcode.TENSOR_SCALAR_REDUCE, (dst, reduce_res), srcs, params, None, name)
 
 
@@ -115,7 +117,7 @@ def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, rev
     """r[t] = (data0[t] op0 r[t-1]) op1 data1[t], starting from `initial`."""
     srcs = _Inputs([data0, data1])
     params = {"initial": srcs.ref(initial), "op0": op_name(op0), "op1": op_name(op1),
-              "reverse0": bool(reverse0), "reverse1": bool(reverse1)}
+              "reverse0": reverse0, "reverse1": reverse1}
     return _issue(Opcode.TENSOR_TENSOR_SCAN, dst, srcs, params, None, name)
 
 
@@ -133,9 +135,9 @@ def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=_ID
     if command == "reduce":
         raise UnsupportedError("tensor_scalar_cumulative with reduce_cmd=reduce (carrying the accumulator "
                                "across instructions) is not emulated", what="reduce_cmd.reduce")
-    start = float(imm1) if command == "load_reduce" else _CUMULATIVE_START[combine]
+    start = _number(imm1) if command == "load_reduce" else _CUMULATIVE_START[combine]
     params = {"initial": start, "op0": combine, "op1": "bypass", "pre_op": op_name(op0),
-              "pre_operand": float(imm0), "pre_reverse": bool(reverse0)}
+              "pre_operand": _number(imm0), "pre_reverse": reverse0}
     return _issue(Opcode.TENSOR_TENSOR_SCAN, dst, [src, src], params, None, name)
 
 
@@ -165,7 +167,7 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
                   name=None):
     """Keep on_true_tile where cmp_op(offset + channel_multiplier*p + pattern . i, 0), else the value."""
     params = {"pattern": _pattern(pattern), "channel_multiplier": channel_multiplier,
-              "on_false_value": float(on_false_value), "cmp_op": op_name(cmp_op), "offset": offset}
+              "on_false_value": _number(on_false_value), "cmp_op": op_name(cmp_op), "offset": offset}
     return _issue(Opcode.AFFINE_SELECT, dst, [on_true_tile], params, None, name)
 
 
@@ -174,7 +176,8 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_c
                  name=None):
     srcs = _Inputs([on_true_tile])
     params = {"comp_op0": op_name(comp_op0), "comp_op1": op_name(comp_op1), "bound0": srcs.ref(bound0),
-              "bound1": srcs.ref(bound1), "range_start": range_start, "on_false_value": float(on_false_value),
+              "bound1": srcs.ref(bound1), "range_start": range_start,
+              "on_false_value": _number(on_false_value),
               **_reduce_params(reduce_op, reduce_cmd)}
     return _issue(Opcode.RANGE_SELECT, (dst, reduce_res), srcs, params, None, name)
 
@@ -182,7 +185,7 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_c
 def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=_IDLE, reduce_op="maximum",
                   reverse_pred=False, name=None):
     srcs = _Inputs([predicate, on_true])
-    params = {"on_false": srcs.ref(on_false), "reverse_pred": bool(reverse_pred),
+    params = {"on_false": srcs.ref(on_false), "reverse_pred": reverse_pred,
               **_reduce_params(reduce_op, reduce_cmd)}
     return _issue(Opcode.SELECT_REDUCE, (dst, reduce_res), srcs, params, None, name)
 
@@ -196,11 +199,11 @@ def nc_find_index8(dst, data, vals, name=None):
 
 
 def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
-    return _issue(Opcode.MATCH_REPLACE8, (dst, dst_idx), [data, vals], {"imm": float(imm)}, None, name)
+    return _issue(Opcode.MATCH_REPLACE8, (dst, dst_idx), [data, vals], {"imm": _number(imm)}, None, name)
 
 
 def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
-    return _issue(Opcode.STREAM_SHUFFLE, dst, [src], {"shuffle_mask": tuple(int(m) for m in shuffle_mask)},
+    return _issue(Opcode.STREAM_SHUFFLE, dst, [src], {"shuffle_mask": _ints(shuffle_mask)},
                   None, name)
 
 
@@ -247,7 +250,7 @@ def rand2(dst, min, max, name=None):  # noqa: A002 - NKI's argument names
     if spec.generation < 4:
         raise UnsupportedError(f"nisa.rand2 needs NeuronCore generation 4; {spec.name} is generation "
                                f"{spec.generation}", what="nisa.rand2", target=spec.name)
-    return _issue(Opcode.RNG, dst, [], {"low": float(min), "high": float(max)}, None, name)
+    return _issue(Opcode.RNG, dst, [], {"low": _number(min), "high": _number(max)}, None, name)
 
 
 def dropout(dst, data, prob, name=None):

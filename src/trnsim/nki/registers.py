@@ -9,6 +9,7 @@ from __future__ import annotations
 from trnsim.core.isa import Opcode
 from trnsim.errors import KernelError
 from trnsim.nki import backend
+from trnsim.nki.calls import checked_calls
 
 
 class VirtualRegister:
@@ -61,3 +62,6 @@ def register_load(dst: VirtualRegister, src, name=None) -> VirtualRegister:
 def register_store(dst, src: VirtualRegister, name=None):
     backend.issue(Opcode.REGISTER_STORE, dst, (), {"register": src.id}, None, name)
     return dst
+
+
+checked_calls(globals(), "nisa")  # dst/src are registers or tiles here; backend.issue checks the tiles
