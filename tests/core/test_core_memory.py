@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from trnsim.core.isa import Memory
-from trnsim.core.memory import Allocator, DType, MemorySystem, View, check_initialised, full_view
+from trnsim.core.memory import (
+    Allocator,
+    DType,
+    HbmBudget,
+    MemorySystem,
+    View,
+    check_initialised,
+    full_view,
+)
 from trnsim.errors import CapacityError, HazardError, ShapeError
 
 F32 = DType("float32", np.dtype(np.float32))
@@ -133,3 +141,56 @@ def test_a_write_from_another_thread_waits_for_the_owed_fill(monkeypatch):
     filler.join()
     values = shared.values().reshape(4, 4)
     assert (values[2:] == 1).all() and np.isnan(values[:2]).all()
+
+
+def hbm_system(capacity_bytes: int, with_values=True) -> MemorySystem:
+    import itertools
+    return MemorySystem(Allocator(Memory.SBUF, 4096, 128), Allocator(Memory.PSUM, 8192, 128, 2048),
+                        with_values=with_values, track_writes=False, ids=itertools.count(),
+                        hbm=HbmBudget(capacity_bytes, "a test budget"))
+
+
+def test_hbm_counts_live_tensors_and_frees_dropped_ones():
+    memory = hbm_system(1000)
+    first = memory.allocate(Memory.HBM, (100,), F32, "first")  # 400 B
+    with pytest.raises(CapacityError, match="'second' needs 800 B, 600 B of 1000 B are free") as caught:
+        memory.allocate(Memory.HBM, (200,), F32, "second")
+    assert (caught.value.memory, caught.value.required, caught.value.available) == ("hbm", 800, 600)
+    assert "first 400 B" in str(caught.value)  # the live tensors are listed
+    del first
+    gc.collect()
+    assert memory.allocate(Memory.HBM, (200,), F32, "second").shape == (200,)
+
+
+def test_a_tensor_over_hbm_is_refused_before_the_host_allocates_it():
+    """1 TiB as a broadcast view costs 4 bytes; the check must come before it is made contiguous."""
+    huge = np.broadcast_to(np.ones(1, np.float32), (2**20, 2**18))
+    with pytest.raises(CapacityError, match="needs 1 TiB"):
+        hbm_system(1 << 30).allocate(Memory.HBM, huge.shape, F32, "huge", values=huge)
+
+
+def test_an_on_chip_tile_is_placed_before_its_values_are_allocated():
+    with pytest.raises(CapacityError, match="SBUF is full"):  # 4 TiB of host memory if allocated first
+        system().allocate(Memory.SBUF, (128, 2**33), F32, "wide")
+
+
+def test_each_core_gets_its_chips_hbm_share_and_lnc2_two_shares():
+    from trnsim import hardware
+    chip = hardware.chip("trn2")
+    assert HbmBudget.of_target("trn2").capacity_bytes == chip.hbm_bytes // chip.cores == 12 << 30
+    assert HbmBudget.of_target("trn2", cores=2).capacity_bytes == 24 << 30
+
+
+@pytest.mark.parametrize("shape", [(0, 4), (4, -1), (128, 0)])
+def test_zero_size_and_negative_shapes_are_refused(shape):
+    for memory in (Memory.HBM, Memory.SBUF):
+        with pytest.raises(ShapeError, match="every dim must be an integer of at least 1"):
+            system().allocate(memory, shape, F32, "t")
+
+
+def test_buffers_record_whether_their_launch_is_over():
+    memory = system()
+    tile = memory.allocate(Memory.SBUF, (4, 4), F32, "t")
+    assert not tile.launch.over and not tile.clone().launch.over
+    memory.end_launch()
+    assert tile.launch.over and tile.clone().launch.over

@@ -22,7 +22,7 @@ from trnsim.core.check import check
 from trnsim.core.deferred import DeferredQueue
 from trnsim.core.execute import run as run_instruction
 from trnsim.core.isa import SPECS, Engine, Memory, Opcode
-from trnsim.core.memory import Allocator, MemorySystem, View
+from trnsim.core.memory import Allocator, HbmBudget, MemorySystem, View
 from trnsim.core.runtime import current as current_runtime
 from trnsim.core.trace import Instruction, Trace, freeze_params
 from trnsim.errors import KernelError, SourceLoc, TrnsimError, UnsupportedError
@@ -83,7 +83,7 @@ class EngineState:
 
 
 class Launch:
-    """What the cores of one kernel launch share: the trace, buffer ids, a lock, a barrier."""
+    """What the cores of one kernel launch share: the trace, buffer ids, a lock, a barrier, HBM."""
 
     def __init__(self, target: str, cores: int):
         self.trace = Trace(target)
@@ -93,6 +93,7 @@ class Launch:
         self.mailboxes: dict = {}
         self.created: dict = {}  # HBM buffer id -> where the kernel created it (for error messages)
         self.shared: dict = {}  # k-th shared-HBM tensor a program creates -> the one buffer all share
+        self.hbm = HbmBudget.of_target(target, cores)
 
 
 class NeuronCore:
@@ -112,7 +113,7 @@ class NeuronCore:
         self._state = EngineState(spec.partitions, seed + program_id)
         # Strict mode reports uninitialised reads at the instruction itself, so it never defers.
         self.queue = DeferredQueue(self._state) if with_values and not (eager or strict) else None
-        self.memory = MemorySystem(sbuf, psum, with_values, strict, launch.ids, self.queue)
+        self.memory = MemorySystem(sbuf, psum, with_values, strict, launch.ids, self.queue, launch.hbm)
 
     @property
     def state(self) -> EngineState:

@@ -14,12 +14,14 @@ reads of uninitialised data show up; with `config.override(strict=True)` such re
 from __future__ import annotations
 
 import itertools
+import threading
 import weakref
 from dataclasses import dataclass
 from math import prod
 
 import numpy as np
 
+from trnsim import hardware
 from trnsim.core.isa import Memory
 from trnsim.core.runtime import current as current_runtime
 from trnsim.core.trace import Region
@@ -60,7 +62,7 @@ class Buffer:
     write that covers the whole buffer (a DMA into a fresh tile) skips that pass."""
 
     __slots__ = ("id", "memory", "name", "shape", "dtype", "address_bytes", "row_bytes", "data",
-                 "written", "accum", "region", "_shared", "base_partition", "queue", "__weakref__")
+                 "written", "accum", "region", "_shared", "base_partition", "queue", "launch", "__weakref__")
 
     def __init__(self, id_: int, memory: Memory, name: str, shape: tuple[int, ...], dtype: DType,
                  address_bytes: int, data: np.ndarray | None, written: np.ndarray | None,
@@ -70,6 +72,7 @@ class Buffer:
         self._shared = _Shared()
         self.base_partition = 0  # first partition of an on-chip tile (NKI address=(partition, byte))
         self.queue = None
+        self.launch = _NO_LAUNCH  # the launch that made it: `LaunchState.over` once that has ended
         self.memory = memory
         self.name = name
         self.shape = shape
@@ -118,6 +121,20 @@ class Buffer:
 
 
 _CLONED = tuple(name for name in Buffer.__slots__ if name not in ("queue", "__weakref__"))
+
+
+class LaunchState:
+    """Whether the launch that made a set of buffers has ended. A tile a kernel keeps (in a global or
+    a closure) outlives its launch; a later launch must refuse it, not read or write it silently."""
+
+    __slots__ = ("over",)
+
+    def __init__(self):
+        self.over = False
+
+
+_NO_LAUNCH = LaunchState()
+"""The state of buffers made outside a launch (unit tests): never over."""
 
 
 class _Shared:
@@ -359,51 +376,135 @@ class GatherView(View):
         return row._replace(pattern=((step, count),), offset=row.offset + low)
 
 
+class HbmBudget:
+    """The HBM one launch may fill: its capacity, and the bytes its live HBM tensors (kernel inputs
+    and the tensors the kernel makes) hold. Shared by the cores of a launch (LNC=2 threads)."""
+
+    def __init__(self, capacity_bytes: int, basis: str):
+        self.capacity_bytes = capacity_bytes
+        self.basis = basis  # where the capacity comes from, for messages
+        self.live: dict[int, tuple[str, int]] = {}
+        self.used_bytes = 0
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of_target(cls, target: str, cores: int = 1) -> HbmBudget:
+        """Each NeuronCore's share of its chip's HBM (`hbm_bytes` / `cores` in trnsim.hardware), times
+        the physical cores of the launch: the two cores of an LNC=2 launch share one address space."""
+        chip = hardware.chip(target)
+        basis = f"{target}: {_bytes_text(chip.hbm_bytes)} of HBM shared by {chip.cores} NeuronCores"
+        if cores > 1:
+            basis += f", {cores} of them in this launch"
+        return cls(chip.hbm_bytes // chip.cores * cores, basis)
+
+    def check(self, size_bytes: int, name: str) -> None:
+        """Raise CapacityError if a tensor of `size_bytes` does not fit next to the live ones."""
+        free = self.capacity_bytes - self.used_bytes
+        if size_bytes > free:
+            live = ", ".join(f"{n} {_bytes_text(b)}" for n, b in self.live.values()) or "nothing"
+            raise CapacityError(f"HBM is full: tensor {name!r} needs {_bytes_text(size_bytes)}, "
+                                f"{_bytes_text(free)} of {_bytes_text(self.capacity_bytes)} are free "
+                                f"({self.basis}; live: {live})", memory="hbm", required=size_bytes,
+                                available=free, hint="use smaller tensors or split the work over launches")
+
+    def take(self, buffer_id: int, size_bytes: int, name: str) -> None:
+        with self._lock:
+            self.check(size_bytes, name)
+            self.live[buffer_id] = (name, size_bytes)
+            self.used_bytes += size_bytes
+
+    def release(self, buffer_id: int) -> None:
+        with self._lock:
+            self.used_bytes -= self.live.pop(buffer_id, ("", 0))[1]
+
+
+def _bytes_text(size: int) -> str:
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size} B"
+
+
+def check_shape(shape: tuple[int, ...], name: str) -> None:
+    """Every dim of a tensor's shape is at least 1: a zero-size or negative dim is a kernel bug."""
+    if any(type(size) is not int or size < 1 for size in shape):
+        raise ShapeError(f"tensor {name!r} has shape {list(shape)}; every dim must be an integer of at "
+                         f"least 1")
+
+
 class MemorySystem:
-    """The memories of one NeuronCore run: SBUF and PSUM allocators and buffer creation."""
+    """The memories of one NeuronCore run: SBUF and PSUM allocators, the launch's HBM budget (None:
+    HBM is not counted, as in unit tests of the on-chip memories) and buffer creation."""
 
     def __init__(self, sbuf: Allocator, psum: Allocator, with_values: bool, track_writes: bool,
-                 ids: itertools.count, queue=None):
+                 ids: itertools.count, queue=None, hbm: HbmBudget | None = None):
         self.allocators = {Memory.SBUF: sbuf, Memory.PSUM: psum}
         self.queue = queue  # the core's deferred-instruction queue, given to every buffer it makes
         self.with_values = with_values
         self.track_writes = track_writes
         self._ids = ids  # shared by the cores of one launch, so buffer ids are unique in a trace
+        self.hbm = hbm
+        self.launch = LaunchState()  # given to every buffer made here; `end_launch` ends it
+
+    def end_launch(self) -> None:
+        """The launch is over: the buffers it made refuse to be used by a later one."""
+        self.launch.over = True
 
     def allocate(self, memory: Memory, shape: tuple[int, ...], dtype: DType, name: str,
                  address: int | tuple[int, int] | None = None, values: np.ndarray | None = None,
                  region: str = "") -> Buffer:
         """A new buffer (filled as uninitialised unless `values` is given) and its placement.
 
-        `address` is a byte address, or (base partition, byte address) as NKI's `address=` takes."""
-        count = prod(shape)
-        data = written = None
-        if self.with_values:
-            if values is not None:
-                data = np.ascontiguousarray(values, dtype.numpy).reshape(-1)
-            else:
-                data = current_runtime().pool.empty(count, dtype.numpy)  # filled on first use: Buffer.values
-        if self.with_values and (self.track_writes or memory is Memory.PSUM):
-            written = np.full(count, values is not None, np.bool_)
+        `address` is a byte address, or (base partition, byte address) as NKI's `address=` takes.
+        The shape, partitions and capacity are checked before anything is allocated on the host."""
+        check_shape(shape, name)
         buffer_id = next(self._ids)
-        address_bytes = 0
         base, address = address if isinstance(address, tuple) else (0, address)
-        allocator = self.allocators.get(memory)
-        if allocator is not None:
-            used = range(base, base + (shape[0] if shape else 1))
-            if used.stop > allocator.partitions or base < 0:
-                raise ShapeError(f"tile {name!r} has {len(used)} partitions starting at {used.start}; "
-                                 f"the limit is {allocator.partitions}", hint="split the tile along dim 0")
-            row_bytes = int(prod(shape[1:]) * dtype.numpy.itemsize)
-            address_bytes = allocator.allocate(buffer_id, row_bytes, name, address, dtype.numpy.itemsize,
-                                               used)
+        address_bytes, release = self._place(memory, shape, dtype, name, buffer_id, base, address)
+        try:
+            data, written = self._host_arrays(memory, prod(shape), dtype, values)
+        except BaseException:
+            if release is not None:
+                release(buffer_id)
+            raise
         buffer = Buffer(buffer_id, memory, name, tuple(shape), dtype, address_bytes, data, written, region)
         buffer.base_partition = base
         buffer.queue = self.queue
+        buffer.launch = self.launch
         buffer._shared.unfilled = data is not None and values is None
-        if allocator is not None:
-            weakref.finalize(buffer, allocator.free, buffer_id)
+        if release is not None:
+            weakref.finalize(buffer, release, buffer_id)
         return buffer
+
+    def _place(self, memory: Memory, shape: tuple[int, ...], dtype: DType, name: str, buffer_id: int,
+               base: int, address: int | None) -> tuple[int, object]:
+        """Reserve the buffer's space: (its byte address, the function that frees it, or None)."""
+        allocator = self.allocators.get(memory)
+        if allocator is None:
+            if self.hbm is None:
+                return 0, None
+            self.hbm.take(buffer_id, prod(shape) * dtype.numpy.itemsize, name)
+            return 0, self.hbm.release
+        used = range(base, base + (shape[0] if shape else 1))
+        if used.stop > allocator.partitions or base < 0:
+            raise ShapeError(f"tile {name!r} has {len(used)} partitions starting at {used.start}; "
+                             f"the limit is {allocator.partitions}", hint="split the tile along dim 0")
+        row_bytes = int(prod(shape[1:]) * dtype.numpy.itemsize)
+        placed = allocator.allocate(buffer_id, row_bytes, name, address, dtype.numpy.itemsize, used)
+        return placed, allocator.free
+
+    def _host_arrays(self, memory: Memory, count: int, dtype: DType, values: np.ndarray | None):
+        """The buffer's values and written flags (None when only tracing, or flags not kept)."""
+        if not self.with_values:
+            return None, None
+        if values is not None:
+            data = np.ascontiguousarray(values, dtype.numpy).reshape(-1)
+        else:
+            data = current_runtime().pool.empty(count, dtype.numpy)  # filled on first use: Buffer.values
+        written = None
+        if self.track_writes or memory is Memory.PSUM:
+            written = np.full(count, values is not None, np.bool_)
+        return data, written
 
 
 def fill_uninitialised(data: np.ndarray, dtype: DType) -> None:
