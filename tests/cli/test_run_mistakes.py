@@ -81,9 +81,8 @@ def test_a_failed_report_write_leaves_no_half_written_directory(tmp_path, script
         return write(self, directory, stem)
 
     monkeypatch.setattr(KernelProfile, "write", failing_write)
-    err = refused(capsys, "run", "--target", "trn2", "--report", str(tmp_path / "out"), str(script))
+    err = refused(capsys, "run", "--target", "trn2", "--report", str(tmp_path / "out" / "deep"), str(script))
     assert "could not write the report" in err and "No space left on device" in err
-    assert not (tmp_path / "out").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kernels.py", "ran"]
 
 

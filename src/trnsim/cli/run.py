@@ -23,6 +23,7 @@ import os
 import runpy
 import shutil
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 
@@ -96,21 +97,18 @@ def report_directory(text: str | None) -> Path | None:
     if not base.is_dir():
         raise ConfigError(f"--report {text!r} cannot be created: {base} is a file")
     try:
-        _staging_dir(base).rmdir()
+        os.rmdir(tempfile.mkdtemp(dir=base, prefix=STAGING_PREFIX))
     except OSError as error:
         raise ConfigError(f"--report {text!r} is not writable: {error.strerror} in {base}") from None
     return path
 
 
+STAGING_PREFIX = ".trnsim-report-"
+"""Name prefix of the hidden directory report files are written into before they move into place."""
+
+
 def _nearest_existing(path: Path) -> Path:
     return next(p for p in (path, *path.parents) if p.exists())
-
-
-def _staging_dir(base: Path) -> Path:
-    """A new empty directory in `base` for report files before they are moved into place."""
-    staging = base / f".trnsim-report-{os.getpid()}"
-    staging.mkdir()
-    return staging
 
 
 @contextlib.contextmanager
@@ -234,24 +232,21 @@ def profile_launches(launches, targets: list[str], console: Console) -> list[Ker
 def write_reports(profiles: list[KernelProfile], directory: Path) -> list[Path]:
     """Every launch's HTML and Perfetto files into `directory`, which gets all of them or none.
 
-    The files are written into a staging directory beside (or inside) it first, then moved in.
+    The files are written into a hidden staging directory first, then moved in; on a failure
+    the directories this call created are removed again.
     """
-    staging = None
+    base = _nearest_existing(directory)
+    created = None if directory == base else base / directory.relative_to(base).parts[0]
     try:
-        staging = _staging_dir(_nearest_existing(directory))
-        written = [path for item in profiles for path in item.write(staging)]
-        if directory.exists():
-            for path in written:
-                path.replace(directory / path.name)
-        else:
-            directory.parent.mkdir(parents=True, exist_ok=True)
-            staging.replace(directory)
+        with tempfile.TemporaryDirectory(dir=base, prefix=STAGING_PREFIX) as staging:
+            written = [path for item in profiles for path in item.write(staging)]
+            directory.mkdir(parents=True, exist_ok=True)
+            moved = [path.replace(directory / path.name) for path in written]
     except OSError as error:
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
         raise ConfigError(f"could not write the report into {directory}: {error.strerror or error}") from None
-    finally:
-        if staging is not None and staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    return [directory / path.name for path in written]
+    return moved
 
 
 def run(args) -> int:
