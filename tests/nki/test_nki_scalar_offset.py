@@ -66,3 +66,55 @@ def test_trace_time_constants_feed_shared_constant():
 def test_nki_dtype_annotates_nl_dtypes():
     """`nki.dtype` exists for annotations such as `dtype: nki.dtype = nl.float32`."""
     assert all(isinstance(d, nki.dtype) for d in (nl.float32, nl.bfloat16, nl.float8_e4m3, nl.int32))
+
+
+def _read(table, pattern, dst_shape, **offsets):
+    """Simulate a kernel that DMAs `table.ap(pattern, **offsets)` through SBUF into an output."""
+    @nki.jit
+    def read(table, *index):
+        index_tile = None
+        if index:
+            index_tile = nl.ndarray(index[0].shape, dtype=nl.int32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=index_tile, src=index[0])
+        view = table.ap(pattern, **{k: index_tile if v is None else v for k, v in offsets.items()})
+        tile = nl.ndarray(dst_shape, dtype=table.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=view)
+        out = nl.ndarray(dst_shape, dtype=table.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=tile)
+        return out
+    return read
+
+
+@pytest.mark.parametrize("pattern, expected", [
+    ([[0, 1], [1, 16]], TABLE[5:6]),  # the pattern's dim 0 stride (0) is not the table's (16)
+    ([[1, 16], [16, 2]], TABLE[5:7].T),  # the pattern reorders the dims
+])
+def test_a_scalar_offset_steps_by_the_tensors_own_stride(pattern, expected):
+    """NKI scales scalar_offset by the stride of dim `indirect_dim` of the tensor, not of the pattern."""
+    out = nki.simulate(_read(TABLE, pattern, expected.shape, scalar_offset=5, indirect_dim=0), target="trn2")
+    np.testing.assert_array_equal(out(TABLE), expected)
+
+
+def test_vector_offsets_step_by_the_tensors_own_stride():
+    """Gather the first half of rows 5, 2, 7, 0: the pattern's dim 0 stride (8) is the half row's
+    length, the table's row stride is 16."""
+    rows = np.array([[5], [2], [7], [0]], np.int32)
+    kernel = _read(TABLE, [[8, 4], [1, 8]], (4, 8), vector_offset=None, indirect_dim=0)
+    np.testing.assert_array_equal(nki.simulate(kernel, target="trn2")(TABLE, rows), TABLE[[5, 2, 7, 0], :8])
+
+
+def test_indirect_dim_must_be_a_dim_of_the_tensor():
+    kernel = _read(TABLE, [[16, 1], [1, 16], [1, 1]], (1, 16, 1), scalar_offset=1, indirect_dim=2)
+    with pytest.raises(ShapeError, match="indirect_dim=2 is not a dim of the 2-d tensor"):
+        nki.simulate(kernel, target="trn2")(TABLE)
+
+
+def test_vector_offset_needs_one_index_per_step():
+    kernel = _read(TABLE, [[16, 4], [1, 16]], (4, 16), vector_offset=None, indirect_dim=0)
+    with pytest.raises(ShapeError, match="at least 4 indices"):
+        nki.simulate(kernel, target="trn2")(TABLE, np.zeros((2, 1), np.int32))
+
+
+def test_pattern_counts_must_be_positive():
+    with pytest.raises(ShapeError, match="every dim must be an integer of at least 1"):
+        nki.simulate(_read(TABLE, [[16, 0], [1, 16]], (1, 16)), target="trn2")(TABLE)

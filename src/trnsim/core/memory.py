@@ -425,11 +425,11 @@ def _bytes_text(size: int) -> str:
     return f"{size} B"
 
 
-def check_shape(shape: tuple[int, ...], name: str) -> None:
-    """Every dim of a tensor's shape is at least 1: a zero-size or negative dim is a kernel bug."""
+def check_shape(shape: tuple[int, ...], what: str) -> None:
+    """Every dim of a shape is at least 1: a zero-size or negative dim is a kernel bug. `what` names
+    the shape's owner in the message ("tensor 'x'")."""
     if any(type(size) is not int or size < 1 for size in shape):
-        raise ShapeError(f"tensor {name!r} has shape {list(shape)}; every dim must be an integer of at "
-                         f"least 1")
+        raise ShapeError(f"{what} has shape {list(shape)}; every dim must be an integer of at least 1")
 
 
 class MemorySystem:
@@ -457,7 +457,7 @@ class MemorySystem:
 
         `address` is a byte address, or (base partition, byte address) as NKI's `address=` takes.
         The shape, partitions and capacity are checked before anything is allocated on the host."""
-        check_shape(shape, name)
+        check_shape(shape, f"tensor {name!r}")
         buffer_id = next(self._ids)
         base, address = address if isinstance(address, tuple) else (0, address)
         address_bytes, release = self._place(memory, shape, dtype, name, buffer_id, base, address)

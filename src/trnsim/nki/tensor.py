@@ -16,9 +16,9 @@ from math import prod
 import numpy as np
 
 from trnsim.core.isa import Memory
-from trnsim.core.memory import View, contiguous_strides
+from trnsim.core.memory import View, check_shape, contiguous_strides
 from trnsim.core.trace import Region
-from trnsim.errors import HazardError, ShapeError, SourceLoc
+from trnsim.errors import HazardError, KernelError, ShapeError, SourceLoc
 from trnsim.nki import dtypes
 
 
@@ -78,7 +78,10 @@ class NkiTensor(View):
 
     def region(self) -> Region:
         """The trace's description of this operand, made once: a view never changes, and a tile
-        is often the operand of many instructions."""
+        is often the operand of many instructions. Every instruction asks for it, so this is where a
+        tensor kept from an earlier launch is refused."""
+        if self.storage.launch.over:
+            _refuse_stale(self)
         region = self._region
         if region is None:
             region = self._region = View.region(self)
@@ -304,21 +307,33 @@ class NkiTensor(View):
 
     def ap(self, pattern, offset: int = 0, scalar_offset=None, vector_offset=None, indirect_dim: int = 0,
            dtype=None) -> NkiTensor:
-        """Raw access pattern: [[stride, count], ...] in elements (first pair = partition dim)."""
+        """Raw access pattern: [[stride, count], ...] in elements (first pair = partition dim).
+
+        A runtime offset moves along dim `indirect_dim` of this tensor, in steps of that dim's
+        stride (NKI's rule), whatever strides the pattern has: `scalar_offset` shifts the whole
+        pattern, `vector_offset` (an index tile) replaces the steps of pattern dim `indirect_dim`."""
         shape, strides = [int(c) for _, c in pattern], [int(s) for s, _ in pattern]
-        if scalar_offset is not None:  # a runtime index along indirect_dim
-            if not 0 <= indirect_dim < len(shape):
-                raise ShapeError(f"indirect_dim={indirect_dim} is not a dim of the {len(shape)}-d pattern")
-            offset += _scalar(scalar_offset) * strides[indirect_dim]
+        check_shape(tuple(shape), f"ap({pattern}) on {self.name!r}")
         element = dtypes.dtype(dtype) if dtype is not None else self.element
+        if scalar_offset is not None and vector_offset is not None:
+            raise ShapeError("ap() takes scalar_offset or vector_offset, not both")
+        if scalar_offset is not None:
+            offset += _scalar(scalar_offset) * self._indirect_step(indirect_dim, element)
         if vector_offset is not None:
-            if not 0 <= indirect_dim < len(shape):
-                raise ShapeError(f"indirect_dim={indirect_dim} is not a dim of the {len(shape)}-d pattern")
+            _check_index(vector_offset, indirect_dim, shape)
+            strides[indirect_dim] = self._indirect_step(indirect_dim, element)
             return IndirectTensor(self.storage, tuple(shape), tuple(strides), self.offset + int(offset),
                                   element, vector_offset, indirect_dim)
         view = self._derive(shape, strides, self.offset + int(offset), element)
         _check_inside(view)
         return view
+
+    def _indirect_step(self, dim: int, element) -> int:
+        """The stride of this tensor's dim `dim`, in elements of the pattern's dtype."""
+        if not 0 <= dim < self.ndim:
+            raise ShapeError(f"indirect_dim={dim} is not a dim of the {self.ndim}-d tensor {self.name!r}")
+        return self.strides[dim] * self.element.numpy.itemsize // element.numpy.itemsize
+
 
     def rearrange(self, pattern: str, **sizes) -> NkiTensor:
         """einops-style `"a (b c) -> (a b) c"` with sizes for split groups; no copy."""
@@ -467,9 +482,27 @@ def _scalar(value) -> int:
     """A scalar_offset: an int, a register, or the value of a 1x1 tile (read when simulating)."""
     if not isinstance(value, NkiTensor):
         return _int(value)
+    if value.storage.launch.over:
+        _refuse_stale(value)
     if value.size != 1:
         raise ShapeError(f"scalar_offset must be a 1x1 tile; {value.name!r} has shape {list(value.shape)}")
     return int(np.asarray(value.array()).reshape(-1)[0])
+
+
+def _check_index(index, dim: int, shape: list[int]) -> None:
+    """Pattern dim `dim` steps by a vector_offset tile's values: the dim must exist, and the tile
+    must hold one index per step."""
+    if not 0 <= dim < len(shape):
+        raise ShapeError(f"indirect_dim={dim} is not a dim of the {len(shape)}-d access pattern")
+    if not isinstance(index, NkiTensor) or index.size < shape[dim]:
+        raise ShapeError(f"vector_offset must be a tile of at least {shape[dim]} indices, one per step of "
+                         f"pattern dim {dim}; got {index!r}")
+
+
+def _refuse_stale(tensor: NkiTensor):
+    raise KernelError(f"{tensor.storage.memory.value.upper()} tensor {tensor.name!r} was made by an earlier "
+                      f"launch (kept in a global or a closure?); its memory is gone",
+                      hint="make tiles inside the kernel, and pass HBM data in as kernel arguments")
 
 
 def identity(n: int, dtype="float32") -> np.ndarray:
