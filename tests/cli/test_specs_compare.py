@@ -66,6 +66,17 @@ def test_specs_summary_has_all_three_tables(capsys):
         assert text in out
 
 
+def test_specs_sources_lists_every_document_of_the_catalog_with_its_urls(capsys):
+    from trnsim.hardware.catalog import default_catalog
+
+    code, out, _ = run_cli(capsys, "specs", "--sources")
+    assert code == 0 and "│ trn2.48xlarge " in out and "$35.76/h (2025-11-30)[P1]" in out
+    listed = [line.split("]")[0].strip(" [") for line in out.splitlines() if line.startswith("  [")]
+    assert listed == list(default_catalog().documents)
+    assert ("  [SDK-2.26] nki.isa API reference of Neuron SDK 2.26 (instruction cost formulas in the "
+            "docstrings): https://awsdocs-neuron.readthedocs-hosted.com/en/v2.26.0/") in out
+
+
 def test_specs_detail_with_sources_shows_the_alternatives(capsys):
     code, out, _ = run_cli(capsys, "specs", "Trainium2", "--sources")
     assert code == 0

@@ -4,7 +4,7 @@
     trnsim specs chips                # one kind only (cores, chips, instances)
     trnsim specs trn2 p5.48xlarge     # every fact of the named entries
     trnsim specs trn2 --sources       # ... with the source of each figure and other sources' values
-    trnsim specs --sources            # summary tables citing [keys], then each document's title and URL
+    trnsim specs --sources            # summary tables citing [keys], then every document's title and URLs
     trnsim specs trn2 --json          # the same for scripts
 """
 
@@ -78,6 +78,11 @@ class SourceNotes:
         """Remember the documents a fact and its alternatives cite, for the list under the table."""
         if self.enabled and sourced is not None:
             self.cited.update((doc.key, doc) for doc in self.catalog.documents_of(sourced))
+
+    def cite_every_document(self) -> None:
+        """List every document of the catalog, not only those the tables show (`specs --sources`)."""
+        if self.enabled:
+            self.cited = dict(self.catalog.documents)
 
     def print(self, out: Console) -> None:
         for document in self.cited.values():
@@ -165,6 +170,8 @@ def run(args: argparse.Namespace) -> int:
         chosen = [spec for spec in specs if KIND_OF[type(spec)] == kind]
         if chosen:
             out.print(summary_table(kind, chosen, notes))
+    if not args.names:
+        notes.cite_every_document()
     notes.print(out)
     out.print("* sources disagree: the chosen value is shown; --sources or `trnsim specs NAME --sources` "
               "lists the others.", markup=False, soft_wrap=True)
