@@ -18,7 +18,7 @@ import numpy as np
 from trnsim.errors import ConfigError, FormatError
 from trnsim.numerics import fast, params
 from trnsim.numerics.engine import decode, encode
-from trnsim.numerics.formats import FloatFormat, IntFormat, get_format
+from trnsim.numerics.formats import FloatFormat, IntFormat, get_float_format, get_format
 
 ROUNDINGS = ("nearest", "stochastic")
 SR_ENABLE_ENV = "NEURON_RT_STOCHASTIC_ROUNDING_EN"
@@ -39,14 +39,18 @@ def default_rounding() -> str:
 def _env_seed() -> int:
     value = os.environ.get(SR_SEED_ENV, "0").strip() or "0"
     try:
-        return int(value, 0)
+        seed = int(value, 0)
     except ValueError:
-        raise ConfigError(f"{SR_SEED_ENV}={value!r} is not an integer") from None
+        seed = -1
+    if seed < 0:
+        raise ConfigError(f"{SR_SEED_ENV}={value!r} is not a non-negative integer")
+    return seed
 
 
 def random_stream(seed=None) -> np.random.Generator:
     """The random source of stochastic rounding: a Generator, a fresh one for an int seed, or the
     running stream of this context (seeded once from NEURON_RT_STOCHASTIC_ROUNDING_SEED)."""
+    seed = params.seed(seed)
     if isinstance(seed, np.random.Generator):
         return seed
     if seed is not None:
@@ -61,6 +65,7 @@ def random_stream(seed=None) -> np.random.Generator:
 @contextlib.contextmanager
 def stochastic_seed(seed: int):
     """Restart the running stochastic-rounding stream from `seed` inside the block."""
+    seed = params.integer(seed, "seed", minimum=0)
     token = _stream.set(np.random.Generator(np.random.SFC64(seed)))
     try:
         yield
@@ -68,7 +73,7 @@ def stochastic_seed(seed: int):
         _stream.reset(token)
 
 
-def as_float32(x, what: str = "input") -> np.ndarray:
+def as_float32(x, what: str = "x") -> np.ndarray:
     """x as a float32 array; FormatError for data that are not real numbers. Values beyond
     float32's range become ±Inf, as rounding to float32 defines (so no overflow warning)."""
     arr = params.real_array(x, what)
@@ -89,8 +94,11 @@ def cast(x, fmt, rounding: str | None = None, seed=None, saturate: bool | None =
     [256.0]
     """
     fmt = get_format(fmt)
-    if rounding is not None and rounding not in ROUNDINGS:
-        raise FormatError(f"unknown rounding {rounding!r}", hint=f"use one of {ROUNDINGS}")
+    if rounding is not None:
+        params.choice(rounding, "rounding", ROUNDINGS)
+    seed = params.seed(seed)
+    saturate = params.flag(saturate, "saturate", optional=True)
+    generic = params.flag(generic, "generic")
     if isinstance(fmt, IntFormat):
         return _cast_int(x, fmt, rounding or "nearest", seed, saturate)
     return _cast_float(x, fmt, rounding or default_rounding(), seed, bool(saturate), generic)
@@ -100,7 +108,7 @@ FLOAT32 = get_format("float32")
 
 
 def _cast_float(x, fmt: FloatFormat, rounding: str, seed, saturate: bool, generic: bool) -> np.ndarray:
-    x32 = as_float32(x)
+    x32 = as_float32(x, "x")
     if fmt == FLOAT32:
         if saturate:
             return np.clip(x32, -fmt.max, fmt.max)
@@ -121,27 +129,29 @@ def _raw64(rng: np.random.Generator, size: int) -> np.ndarray:
 
 def from_codes(codes: np.ndarray, fmt: FloatFormat) -> np.ndarray:
     """Codes as an array of the format's own dtype (bits reinterpreted) or as float32 values."""
+    fmt = get_float_format(fmt)
     dtype = fmt.numpy_dtype
     if fmt.ml_dtypes_name is not None and dtype.itemsize == fmt.code_dtype.itemsize:
+        codes = params.integer_array(codes, "codes", minimum=0, maximum=(1 << fmt.bits) - 1)
         return codes.astype(fmt.code_dtype).view(dtype)
     return decode(codes, fmt)
 
 
 def to_codes(values, fmt) -> np.ndarray:
     """The codes (unsigned ints) of values already in `fmt`'s dtype, or rounded into it (RNE)."""
-    fmt = get_format(fmt)
-    arr = np.asarray(values)
+    fmt = get_float_format(fmt)
+    arr = params.array(values, "values")
     if arr.dtype == fmt.numpy_dtype and fmt.ml_dtypes_name is not None:
         return arr.view(fmt.code_dtype) if arr.dtype.itemsize == fmt.code_dtype.itemsize else arr
-    return encode(as_float32(arr), fmt).astype(fmt.code_dtype)
+    return encode(as_float32(arr, "values"), fmt).astype(fmt.code_dtype)
 
 
 def _cast_int(x, fmt: IntFormat, rounding: str, seed, saturate: bool | None) -> np.ndarray:
     if saturate is False:
         raise FormatError(f"casts to {fmt.name} always saturate", hint="leave saturate as None or True")
-    arr = np.asarray(x)
+    arr = params.real_array(x, "x")
     if arr.dtype.kind not in "iub":
-        arr = as_float32(arr).astype(np.float64)
+        arr = as_float32(arr, "x").astype(np.float64)
         if fmt.bits == 1:
             return arr != 0
         if rounding == "stochastic":

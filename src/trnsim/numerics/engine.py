@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from trnsim.errors import FormatError
-from trnsim.numerics.formats import FloatFormat
+from trnsim.numerics import params
+from trnsim.numerics.formats import FloatFormat, get_float_format
 
 _CHUNK = 1 << 20  # elements per pass: keeps the int64 temporaries of one pass to tens of MB
 
@@ -28,7 +29,14 @@ def encode(x32: np.ndarray, fmt: FloatFormat, *, saturate: bool = False,
     Overflow follows `fmt.specials` (Inf, NaN or saturation) unless `saturate`, which clamps
     finite overflow and ±Inf to ±max. NaN maps to the format's quiet NaN.
     """
+    fmt = get_float_format(fmt)
+    saturate = params.flag(saturate, "saturate")
+    x32 = params.real_array(x32, "x32")
     flat = np.ascontiguousarray(x32, dtype=np.float32).reshape(-1)
+    if random_bits is not None:
+        random_bits = params.integer_array(random_bits, "random_bits", minimum=0, maximum=2**64 - 1)
+        if random_bits.size != flat.size:
+            raise FormatError(f"random_bits has {random_bits.size} values for {flat.size} inputs")
     if fmt.specials == "none" and np.isnan(flat).any():
         where = tuple(int(i) for i in np.unravel_index(int(np.flatnonzero(np.isnan(flat))[0]), x32.shape))
         raise FormatError(f"{fmt.name} has no NaN, but the input holds NaN (first at index {where})",
@@ -101,7 +109,8 @@ def _encode_chunk(bits: np.ndarray, fmt: FloatFormat, saturate: bool, random_bit
 
 def decode(codes: np.ndarray, fmt: FloatFormat) -> np.ndarray:
     """float32 values of `fmt` codes (exact: every format here fits inside float32)."""
-    codes = np.asarray(codes).astype(np.int64)
+    fmt = get_float_format(fmt)
+    codes = params.integer_array(codes, "codes", minimum=0, maximum=(1 << fmt.bits) - 1).astype(np.int64)
     m = fmt.mantissa_bits
     width = fmt.exponent_bits + m
     mag = codes & ((1 << width) - 1)

@@ -203,16 +203,15 @@ def float_format(*, exponent_bits: int, mantissa_bits: int, bias: int | None = N
     exponent_bits = params.integer(exponent_bits, "exponent_bits", minimum=1, maximum=8)
     mantissa_bits = params.integer(mantissa_bits, "mantissa_bits", minimum=0, maximum=23)
     bias = (1 << (exponent_bits - 1)) - 1 if bias is None else params.integer(bias, "bias")
-    name = name or f"float{1 + exponent_bits + mantissa_bits}_e{exponent_bits}m{mantissa_bits}_b{bias}"
+    if name is None:
+        name = f"float{1 + exponent_bits + mantissa_bits}_e{exponent_bits}m{mantissa_bits}_b{bias}"
     return FloatFormat(name=name, exponent_bits=exponent_bits, mantissa_bits=mantissa_bits,
                        bias=bias, specials=specials)
 
 
 def with_bias(fmt: FloatFormat, bias: int) -> FloatFormat:
     """The same format with another exponent bias (Trn2's adjustable cFP8 bias, §1.3)."""
-    fmt = get_format(fmt)
-    if not isinstance(fmt, FloatFormat):
-        raise FormatError(f"with_bias needs a float format, got {fmt.name}")
+    fmt = get_float_format(fmt)
     if params.integer(bias, "bias") == fmt.bias:
         return fmt
     return dataclasses.replace(fmt, name=f"{fmt.name}_bias{bias}", bias=bias, aliases=(),
@@ -271,8 +270,8 @@ def get_format(spec) -> FloatFormat | IntFormat:
     elif type(spec).__module__ == "torch" and type(spec).__name__ == "dtype":
         key = str(spec).removeprefix("torch.")  # numerics never imports torch itself
     else:
-        try:
-            key = np.dtype(spec).name if spec is not None else None  # np.dtype(None) is float64
+        try:  # dtypes and scalar types only: np.dtype() would also read None (float64) or a value
+            key = np.dtype(spec).name if isinstance(spec, np.dtype | type) else None
         except (TypeError, ValueError):
             key = None
         if key is None:
@@ -281,4 +280,12 @@ def get_format(spec) -> FloatFormat | IntFormat:
     fmt = _BY_NAME.get(key)
     if fmt is None:
         raise FormatError(f"unknown number format {key!r}", hint=f"known: {', '.join(FORMATS)}")
+    return fmt
+
+
+def get_float_format(spec, what: str = "fmt") -> FloatFormat:
+    """get_format(spec) where only a float format will do (codes and rounding need one)."""
+    fmt = get_format(spec)
+    if not isinstance(fmt, FloatFormat):
+        raise FormatError(f"{what} must be a float format, got the integer format {fmt.name}")
     return fmt

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from trnsim.errors import FormatError
-from trnsim.numerics.cast import as_float32, cast
+from trnsim.numerics import params
+from trnsim.numerics.cast import ROUNDINGS, as_float32, cast, to_codes
 from trnsim.numerics.formats import FloatFormat, get_format
 
 E8M0_BIAS = 127  # OCP MX v1.0 §5.4.1: scale exponents -127..127, code 255 = NaN
@@ -48,6 +49,8 @@ class MXFormat:
     def element_dtype(self) -> np.dtype:
         return np.dtype(np.int8) if self.element is None else self.element.numpy_dtype
 
+
+_E8M0_DTYPE = get_format("float8_e8m0fnu").numpy_dtype
 
 MX_FORMATS = {f.name: f for f in (
     MXFormat(name="mxfp8_e4m3", element=get_format("float8_e4m3fn"), aliases=("mxfp8",)),
@@ -112,29 +115,26 @@ def _blocked(x: np.ndarray, axis: int, block: int) -> np.ndarray:
     return moved.reshape(*moved.shape[:-1], moved.shape[-1] // block, block)
 
 
-def _check_layout(shape: tuple, axis: int, block: int) -> int:
-    if not shape:
-        raise FormatError("MX quantisation needs an array with at least one axis")
-    if not -len(shape) <= axis < len(shape):
-        raise FormatError(f"axis {axis} does not exist in an array of shape {shape}")
-    axis %= len(shape)
-    if block < 1 or shape[axis] % block:
+def _check_layout(shape: tuple, axis, block) -> tuple[int, int]:
+    axis = params.axis(axis, shape)
+    block = params.integer(block, "block", minimum=1)
+    if shape[axis] % block:
         raise FormatError(f"MX block size {block} does not divide axis {axis} of length {shape[axis]}",
                           hint="pad the axis to a multiple of the block size, or choose another axis")
-    return axis
+    return axis, block
 
 
 def quantize_mx(x, fmt="mxfp8_e4m3", *, axis: int = -1, block: int = DEFAULT_BLOCK,
                 scale_rule: str = "ocp", rounding: str = "nearest", seed=None) -> MXArray:
     """Quantise float data to MX along `axis` (the contraction axis), one scale per `block`."""
     fmt = get_mx_format(fmt)
-    arr = np.asarray(x)
+    arr = params.array(x, "x")
     if arr.dtype.kind != "f" and not (arr.dtype.kind == "V" and arr.dtype.name.startswith(("float", "bf"))):
-        raise FormatError(f"MX quantisation needs float input, got {arr.dtype}")
-    rule = SCALE_RULES.get(scale_rule)
-    if rule is None:
-        raise FormatError(f"unknown MX scale rule {scale_rule!r}", hint=f"use one of {list(SCALE_RULES)}")
-    axis = _check_layout(arr.shape, axis, block)
+        raise FormatError(f"MX quantisation needs float input, got x of dtype {arr.dtype}")
+    rule = SCALE_RULES[params.choice(scale_rule, "MX scale rule", SCALE_RULES)]
+    params.choice(rounding, "rounding", ROUNDINGS)
+    seed = params.seed(seed)
+    axis, block = _check_layout(arr.shape, axis, block)
     blocks = _blocked(as_float32(arr), axis, block)
     amax = np.max(np.abs(blocks), axis=-1)
     finite = np.isfinite(amax)  # max() propagates NaN, and Inf is its own max
@@ -162,14 +162,20 @@ def _round_elements(scaled: np.ndarray, fmt: MXFormat, rounding: str, seed) -> n
 
 
 def e8m0_factors(codes: np.ndarray) -> np.ndarray:
-    """float32 2^(code - 127) for each E8M0 scale code, NaN for the NaN code 0xFF."""
-    exponents = np.asarray(codes).astype(np.int64) - E8M0_BIAS
+    """float32 2^(code - 127) for each E8M0 scale code (uint8 or float8_e8m0fnu), NaN for 0xFF."""
+    codes = params.array(codes, "codes")
+    if codes.dtype == _E8M0_DTYPE:
+        codes = codes.view(np.uint8)
+    codes = params.integer_array(codes, "codes", minimum=0, maximum=E8M0_NAN)
+    exponents = codes.astype(np.int64) - E8M0_BIAS
     return np.where(exponents == E8M0_NAN - E8M0_BIAS, np.float32(np.nan),
                     np.ldexp(np.float32(1), np.minimum(exponents, E8M0_BIAS).astype(np.int32)))
 
 
 def dequantize_mx(mx: MXArray) -> np.ndarray:
     """float32 values of an MXArray (exact: element times a power of two, NaN for NaN scales)."""
+    if not isinstance(mx, MXArray):
+        raise FormatError(f"mx must be an MXArray (from quantize_mx), got {type(mx).__name__}")
     values = mx.elements.astype(np.float32)
     if mx.format.element is None:
         values = values / np.float32(2**MXINT8_FRACTION_BITS)
@@ -184,38 +190,38 @@ X4_LAYOUTS = {"float8_e4m3fn": np.uint32, "float8_e5m2": np.uint32, "float4_e2m1
 """Trn3's packed x4 types (four elements per word, element 0 in the lowest bits) [N11][N15]."""
 
 
-def _x4_setup(fmt, shape: tuple, axis: int, packing: bool):
+def _x4_word(fmt) -> tuple[FloatFormat, np.dtype]:
+    """The element format and the word dtype of its x4 packed type."""
     fmt = get_format(fmt)
     word = X4_LAYOUTS.get(fmt.name)
     if word is None:
         raise FormatError(f"there is no x4 packed type for {fmt.name}", hint=f"use one of {list(X4_LAYOUTS)}")
-    axis = axis % len(shape)
-    if packing and shape[axis] % 4:
-        raise FormatError(f"x4 packing needs an axis length divisible by 4, got {shape[axis]}")
-    return fmt, np.dtype(word), axis, fmt.bits
+    return fmt, np.dtype(word)
 
 
 def pack_x4(values, fmt, axis: int = -1) -> np.ndarray:
     """Pack four consecutive elements along `axis` into one word (uint32 for FP8, uint16 for FP4),
     like NKI's float8_e4m3fn_x4 / float8_e5m2_x4 / float4_e2m1fn_x4."""
-    arr = np.asarray(values)
-    fmt, word, axis, width = _x4_setup(fmt, arr.shape, axis, packing=True)
-    from trnsim.numerics.cast import to_codes
-
+    arr = params.real_array(values, "values")
+    fmt, word = _x4_word(fmt)
+    axis = params.axis(axis, arr.shape)
+    if arr.shape[axis] % 4:
+        raise FormatError(f"x4 packing needs an axis length divisible by 4, got {arr.shape[axis]}")
     codes = np.moveaxis(to_codes(arr, fmt).astype(word), axis, -1)
     groups = codes.reshape(*codes.shape[:-1], codes.shape[-1] // 4, 4)
     packed = np.zeros(groups.shape[:-1], word)
     for i in range(4):
-        packed |= groups[..., i] << word.type(width * i)
+        packed |= groups[..., i] << word.type(fmt.bits * i)
     return np.moveaxis(packed, -1, axis)
 
 
 def unpack_x4(packed, fmt, axis: int = -1) -> np.ndarray:
     """The inverse of pack_x4: an array of the element dtype, four times longer along `axis`."""
-    arr = np.asarray(packed)
-    fmt, word, axis, width = _x4_setup(fmt, arr.shape, axis, packing=False)
+    fmt, word = _x4_word(fmt)
+    arr = params.integer_array(packed, "packed", minimum=0, maximum=np.iinfo(word).max)
+    axis = params.axis(axis, arr.shape)
     moved = np.moveaxis(arr.astype(word), axis, -1)
-    mask = word.type((1 << width) - 1)
-    parts = [(moved >> word.type(width * i)) & mask for i in range(4)]
+    mask = word.type((1 << fmt.bits) - 1)
+    parts = [(moved >> word.type(fmt.bits * i)) & mask for i in range(4)]
     codes = np.stack(parts, axis=-1).reshape(*moved.shape[:-1], 4 * moved.shape[-1]).astype(fmt.code_dtype)
     return np.moveaxis(codes.view(fmt.numpy_dtype), -1, axis)

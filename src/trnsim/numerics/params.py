@@ -78,9 +78,9 @@ def real_array(x, name: str) -> np.ndarray:
 
 
 def integer_array(x, name: str, *, minimum: int, maximum: int) -> np.ndarray:
-    """np.asarray(x) when it holds integers (or bools) within [minimum, maximum]."""
+    """np.asarray(x) when it holds integers within [minimum, maximum]."""
     arr = array(x, name)
-    if arr.dtype.kind not in "iub":
+    if arr.dtype.kind not in "iu":
         raise FormatError(f"{name} must hold integers, got dtype {arr.dtype}")
     if arr.size and (arr.min() < minimum or arr.max() > maximum):
         bad = arr.min() if arr.min() < minimum else arr.max()

@@ -183,6 +183,8 @@ def pack_tags(positions, order: str = "low_first") -> np.ndarray:
 def unpack_tags(packed, order: str = "low_first") -> np.ndarray:
     shifts = _tag_shifts(order)
     words = params.integer_array(packed, "packed", minimum=0, maximum=0xFFFF).astype(np.uint16)[..., None]
+    if words.ndim < 2:
+        raise FormatError("packed needs at least one axis of tag words, got a scalar")
     tags = (words >> shifts) & np.uint16((1 << TAG_BITS) - 1)
     return tags.reshape(*tags.shape[:-2], tags.shape[-2] * tags.shape[-1]).astype(np.uint8)
 
