@@ -26,3 +26,19 @@ def test_table_shows_each_format(capsys):
     for name in FORMATS:
         assert name in out
     assert "57344" in out and "448" in out
+
+
+def test_a_numerics_error_is_one_line_on_stderr_and_exit_2(capsys, monkeypatch):
+    """A FormatError raised while building the table (here: a custom format float32 cannot hold)."""
+    from trnsim.cli import formats as cli_formats
+    from trnsim.numerics import float_format
+
+    def refused_row(fmt):
+        float_format(exponent_bits=8, mantissa_bits=7, bias=100)  # raises FormatError
+
+    monkeypatch.setattr(cli_formats, "format_row", refused_row)
+    assert main(["formats"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert captured.err.startswith("trnsim: error: format 'float16_e8m7_b100': its largest exponent")
