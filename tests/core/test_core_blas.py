@@ -1,13 +1,13 @@
-"""Kernels may cap numpy's BLAS threads (the previous setting always comes back), and matmuls
-write or add into PSUM through one sgemm call that gives numpy's bits."""
-
-import contextlib
+"""Kernels run with one BLAS thread (the previous setting always comes back), and matmuls write
+or add into PSUM through one sgemm call that gives numpy's bits."""
 
 import numpy as np
 import pytest
 
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
 from trnsim.core import blas
-from trnsim.core.runtime import current as current_runtime
 
 
 def test_limited_sets_and_restores_the_thread_count():
@@ -21,60 +21,37 @@ def test_limited_sets_and_restores_the_thread_count():
     with blas.limited(1):
         assert getter() == 1
     assert getter() == before
-    with blas.limited(None):
-        assert getter() == before
 
 
-def test_as_started_gives_grids_every_thread_inside_a_limited_kernel():
+def test_kernels_run_with_one_blas_thread(monkeypatch):
+    """The last bits of a GEMM depend on BLAS's thread count: kernels pin it to one."""
     functions = blas._openblas()
     if functions is None:
-        with blas.as_started():
-            pass
-        return
-    getter = functions.get_threads
-    with blas.limited(1):
-        with blas.as_started():
-            assert getter() == functions.started_threads
-        assert getter() == 1
+        pytest.skip("no OpenBLAS to steer")
+    seen = []
+    original = blas.gemm
+
+    def spy(*args):
+        seen.append(functions.get_threads())
+        original(*args)
+    monkeypatch.setattr(blas, "gemm", spy)
+    ones = np.ones((128, 128), np.float32)
+    nki.simulate(square)(ones)
+    assert seen == [1, 1]
 
 
-def test_threads_for_kernels_is_one_or_none_and_kept_on_the_runtime():
-    choice = blas.threads_for_kernels()
-    assert choice in (1, None)
-    if blas._openblas() is not None:
-        assert current_runtime().kernel_blas_threads[1] == choice
-
-
-def test_busy_machine_gets_one_thread_without_probing(monkeypatch):
-    monkeypatch.setattr(blas, "_busy", lambda: True)
-    monkeypatch.setattr(blas, "limited", None)  # probing would call it and fail
-    assert blas._single_thread_is_faster() == 1
-
-
-def test_one_slow_round_does_not_decide(monkeypatch):
-    """Default threads lose the first round to a burst of other work, then win clearly."""
-    default_cost_s = {1: 1.0, 2: 5.0, 3: 0.5}  # after the warm-up, round 1 (a burst), round 2
-    state = {"now": 0.0, "single": False, "entered": 0}
-
-    @contextlib.contextmanager
-    def fake_limited(threads):
-        state["single"], state["entered"] = True, state["entered"] + 1
-        yield
-        state["single"] = False
-
-    class FakeMatrix:
-        T = property(lambda self: self)
-
-        def __matmul__(self, other):
-            state["now"] += 1.0 if state["single"] else default_cost_s[state["entered"]]
-            return self
-
-    monkeypatch.setattr(blas, "_busy", lambda: False)
-    monkeypatch.setattr(blas, "limited", fake_limited)
-    monkeypatch.setattr(blas.np, "ones", lambda *a, **k: FakeMatrix())
-    monkeypatch.setattr(blas.time, "perf_counter", lambda: state["now"])
-    assert blas._single_thread_is_faster() is None
-    assert state["entered"] == 3  # it took a second round to decide
+@nki.jit
+def square(a):
+    """Two matmuls into two PSUM tiles (one segment: both chains may run on workers)."""
+    out = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.shared_hbm)
+    tile = nl.load(a)
+    for half in range(2):
+        acc = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=tile, moving=tile)
+        result = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=result, src=acc)
+        nl.store(out[:, half * 128:(half + 1) * 128], result)
+    return out
 
 
 def _operands(rng):

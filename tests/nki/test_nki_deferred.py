@@ -1,8 +1,9 @@
 """Deferred execution (core/deferred.py) gives what issuing instructions one by one gives.
 
 Each test runs a kernel twice, deferred (the default) and with `config.override(eager=True)`,
-and compares values, traces and errors. Grids of matmuls run as one GEMM per K step, so their
-values may differ from eager ones in the last fp32 bits only."""
+and compares values, traces and errors. Independent matmul chains run on worker threads, each
+matmul the same BLAS call as in eager execution, so values are compared bit for bit
+(tests/nki/test_nki_bitwise_modes.py does so for strict and LNC=2 runs and many kernels)."""
 
 import contextlib
 import contextvars
@@ -16,7 +17,8 @@ import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 from trnsim.core import deferred
-from trnsim.errors import HazardError, ShapeError
+from trnsim.core.isa import Opcode
+from trnsim.errors import HazardError, KernelError, ShapeError
 
 
 @nki.jit
@@ -66,28 +68,29 @@ def _inputs(k=384, m=256, n=512, dtype=np.float32):
 
 
 @pytest.fixture
-def grids(monkeypatch):
-    """The grids deferred execution ran: (chains, K steps) each."""
+def on_workers(monkeypatch):
+    """For each segment whose chains ran on worker threads: how many matmuls they held."""
     seen = []
-    original = deferred._run_grid
+    original = deferred.DeferredQueue._run_chains
 
-    def spy(grid, rows, columns):
-        seen.append((len(grid), len(rows[0])))
-        original(grid, rows, columns)
-    monkeypatch.setattr(deferred, "_run_grid", spy)
+    def spy(self, entries):
+        done = original(self, entries)
+        if done:
+            seen.append(len(done))
+        return done
+    monkeypatch.setattr(deferred.DeferredQueue, "_run_chains", spy)
     return seen
 
 
-def test_a_block_of_matmuls_runs_as_one_grid_with_eager_values(grids):
+def test_a_block_of_matmuls_runs_on_workers_with_eager_bits(on_workers):
     lhsT, rhs = _inputs()
     deferred_out = nki.simulate(blocked_matmul)(lhsT, rhs)
-    assert grids == [(4, 3)]  # 2 x 2 output tiles, 3 K steps each
+    assert on_workers == [12]  # 2 x 2 output tiles, 3 K steps each
     with trnsim.config.override(eager=True):
         eager_out = nki.simulate(blocked_matmul)(lhsT, rhs)
-    assert len(grids) == 1  # eager runs never group
-    expected = lhsT.T.astype(np.float64) @ rhs
-    np.testing.assert_allclose(deferred_out, eager_out, rtol=1e-5, atol=1e-4)
-    np.testing.assert_allclose(deferred_out, expected, rtol=1e-4, atol=1e-3)
+    assert len(on_workers) == 1  # eager runs never queue
+    assert np.array_equal(deferred_out, eager_out)
+    np.testing.assert_allclose(deferred_out, lhsT.T.astype(np.float64) @ rhs, rtol=1e-4, atol=1e-3)
 
 
 def test_deferral_never_changes_the_trace():
@@ -101,12 +104,13 @@ def test_deferral_never_changes_the_trace():
     assert traces[0] == traces[1]
 
 
-def test_a_reused_psum_tile_splits_segments_and_stays_exact(grids):
+def test_a_reused_psum_tile_splits_segments_and_stays_exact(on_workers):
     lhsT, rhs = _inputs(k=256, m=256, n=512)
     result = nki.simulate(one_psum_tile)(lhsT, rhs)
     with trnsim.config.override(eager=True):
         eager = nki.simulate(one_psum_tile)(lhsT, rhs)
-    assert np.array_equal(result, eager)  # one chain per segment: nothing to group, same bits
+    assert on_workers == []  # one chain per segment: nothing to run side by side
+    assert np.array_equal(result, eager)
     np.testing.assert_allclose(result, lhsT.T.astype(np.float64) @ rhs, rtol=1e-4, atol=1e-3)
 
 
@@ -181,7 +185,7 @@ def test_a_first_matmul_that_accumulates_still_warns_and_adds():
 
 def test_stochastic_rounding_draws_continue_across_segments(monkeypatch):
     """Deferred segments draw from the rounding stream in the order eager execution does: with SR
-    on, deferred and eager bf16 results differ only where the fp32 sums do."""
+    on, deferred and eager bf16 results are the same bits."""
     monkeypatch.setenv("NEURON_RT_STOCHASTIC_ROUNDING_EN", "1")
     monkeypatch.setenv("NEURON_RT_STOCHASTIC_ROUNDING_SEED", "5")
     lhsT, rhs = _inputs(k=256, m=512, n=512)
@@ -192,7 +196,7 @@ def test_stochastic_rounding_draws_continue_across_segments(monkeypatch):
             return np.asarray(nki.simulate(two_blocks)(lhsT, rhs), np.float32)
     deferred_out = contextvars.Context().run(run, False)  # each from a freshly seeded stream
     eager_out = contextvars.Context().run(run, True)
-    assert np.mean(deferred_out != eager_out) < 0.01
+    assert np.array_equal(deferred_out, eager_out)
     monkeypatch.setenv("NEURON_RT_STOCHASTIC_ROUNDING_EN", "0")
     assert np.mean(deferred_out != contextvars.Context().run(run, False)) > 0.2  # SR was on
 
@@ -208,10 +212,49 @@ def two_blocks(lhsT, rhs):
     return out
 
 
-def test_a_full_segment_is_cut_at_a_chain_boundary(grids, monkeypatch):
-    """With room for 6 matmuls, each 3-step chain pair becomes its own grid; values still match."""
+def test_a_full_segment_is_cut_at_a_chain_boundary(on_workers, monkeypatch):
+    """With room for 6 matmuls, each pair of 3-step chains is its own segment; same bits."""
     monkeypatch.setattr(deferred, "SEGMENT_MATMULS", 6)
     lhsT, rhs = _inputs()
     result = nki.simulate(blocked_matmul)(lhsT, rhs)
-    assert grids == [(2, 3), (2, 3)]  # one output row of 2 tiles per segment
-    np.testing.assert_allclose(result, lhsT.T.astype(np.float64) @ rhs, rtol=1e-4, atol=1e-3)
+    assert on_workers == [6, 6]  # one output row of 2 tiles per segment
+    with trnsim.config.override(eager=True):
+        assert np.array_equal(result, nki.simulate(blocked_matmul)(lhsT, rhs))
+
+
+@nki.jit
+def k_outer_pair(lhsT, rhs):
+    """Two [128, 256] output tiles whose K loops interleave: k0 n0, k0 n1, k1 n0, ..."""
+    k_tiles = lhsT.shape[0] // 128
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    left = nl.ndarray((128, k_tiles, 128), dtype=lhsT.dtype, buffer=nl.sbuf)
+    right = nl.ndarray((128, k_tiles, 512), dtype=rhs.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=left, src=lhsT.reshape((k_tiles, 128, 128)).permute((1, 0, 2)))
+    nisa.dma_copy(dst=right, src=rhs.reshape((k_tiles, 128, 512)).permute((1, 0, 2)))
+    sums = [nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.psum) for _ in range(2)]
+    for k in range(k_tiles):
+        for n in range(2):
+            nisa.nc_matmul(dst=sums[n], stationary=left[:, k, :], moving=right[:, k, n * 256:(n + 1) * 256])
+    for n in range(2):
+        tile = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=tile, src=sums[n])
+        nisa.dma_copy(dst=out[:, n * 256:(n + 1) * 256], src=tile)
+    return out
+
+
+def test_of_errors_on_workers_the_earliest_issued_is_raised(monkeypatch, on_workers):
+    """Chain n=0 fails at k=2 and chain n=1 at k=0: n=1's matmul was issued first, although its
+    chain is the second one handed to the workers."""
+    original = deferred.run_instruction
+
+    def failing(ins, inputs, outputs, state, strict):
+        if ins.opcode is Opcode.MATMUL:
+            k, n = divmod(inputs[1].offset, 512)
+            if (k, n // 256) in ((2, 0), (0, 1)):
+                raise KernelError(f"matmul k={k} n={n // 256} failed")
+        original(ins, inputs, outputs, state, strict)
+    monkeypatch.setattr(deferred, "run_instruction", failing)
+    lhsT, rhs = _inputs(k=384, m=128, n=512)
+    with pytest.raises(KernelError, match="k=0 n=1"):
+        nki.simulate(k_outer_pair)(lhsT, rhs)
+    assert on_workers == []  # the segment raised instead of returning

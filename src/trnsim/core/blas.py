@@ -1,14 +1,15 @@
-"""numpy's OpenBLAS as the emulator uses it: its thread count while a kernel runs, and a GEMM
-that adds into PSUM in place.
+"""numpy's OpenBLAS as the emulator uses it: one thread while a kernel runs, and a GEMM that
+writes or adds into PSUM in place.
 
-A kernel issues thousands of small GEMMs (128 x 128 x 512 per nc_matmul). Multi-threaded BLAS
-synchronises its threads on every call; when other processes already keep every core busy that
-costs up to 100x the arithmetic (measured on a loaded 2-core machine: 26 ms vs 0.24 ms per
-instruction), while on an idle machine two threads are faster. So before kernels run, trnsim times
-a few instruction-sized GEMMs both ways (at most every 5 s; best of a few alternating rounds, so a
-burst of other work does not decide) and uses the faster. Grids of matmuls run as one large GEMM
-per K step (core/deferred.py) are numpy-sized products and use the threads BLAS started with
-(`as_started`). Where the library cannot be found (not Linux, another BLAS) nothing changes.
+Why one thread: BLAS sums a GEMM's contraction in an order that depends on how many threads
+share the call (and on the call's shape), so the last fp32 bits of an nc_matmul would depend on
+the thread count. Kernels run with one BLAS thread (nki/jit.py), so every mode computes each
+matmul with the same call and the same bits; the cores are used by running independent matmul
+chains side by side instead (core/deferred.py, `started_threads` of them). One thread also keeps
+instruction-sized GEMMs (128 x 128 x 512) from synchronising threads on every call, which costs
+up to 100x the arithmetic when other processes keep every core busy (measured on a loaded 2-core
+machine: 26 ms vs 0.24 ms per instruction). Where the library cannot be found (not Linux,
+another BLAS) nothing changes.
 
 `gemm` calls the library's sgemm directly so that a matmul accumulating into PSUM is one BLAS call
 with beta = 1 (C = C + A.T @ B: each product is summed in registers, then added to C once, the
@@ -21,14 +22,10 @@ import contextlib
 import ctypes
 import functools
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-
-from trnsim import hardware
-from trnsim.core.runtime import current as current_runtime
 
 
 @dataclass(frozen=True)
@@ -124,85 +121,22 @@ def _blas_rows(array: np.ndarray) -> int | None:
     return rows
 
 
-def threads_for_kernels() -> int | None:
-    """1 if one BLAS thread runs an instruction-sized GEMM faster than BLAS's default right now,
-    else None (leave BLAS alone). Measured at most every RECHECK_S seconds (a few ms each); the
-    runtime keeps the answer (`Runtime.kernel_blas_threads`)."""
-    if _openblas() is None:
-        return None
-    runtime, period = current_runtime(), int(time.monotonic() // RECHECK_S)
-    probed = runtime.kernel_blas_threads
-    if probed is None or probed[0] != period:
-        probed = runtime.kernel_blas_threads = period, _single_thread_is_faster()
-    return probed[1]
-
-
-RECHECK_S = 5.0
-MULTI_THREAD_MARGIN = 0.8  # BLAS's default threads must take under 80% of one thread's time
-_PROBE_CALLS = 8
-_PROBE_ROUNDS = 3
-
-
-def _single_thread_is_faster() -> int | None:
-    if _busy():  # other processes want every core: one thread, without probing
-        return 1
-    core = hardware.core("trn2")  # one nc_matmul at its largest tile: [K, M] and [K, N]
-    stationary = np.ones((core.matmul_max_contraction, core.matmul_max_stationary_free), np.float32)
-    moving = np.ones((core.matmul_max_contraction, core.matmul_max_moving_free), np.float32)
-
-    def seconds(limit_s: float) -> float:
-        start = time.perf_counter()
-        for _ in range(_PROBE_CALLS):
-            stationary.T @ moving
-            if time.perf_counter() - start > limit_s:  # a thrashing pool: no need to finish
-                break
-        return time.perf_counter() - start
-
-    with limited(1):
-        warm_up_s = seconds(float("inf"))
-    seconds(2 * warm_up_s)  # the default's warm-up, cut short like every timing of a thrashing pool
-    # Best of a few alternating rounds: one burst of another process's work must not decide.
-    single_s = default_s = float("inf")
-    for _ in range(_PROBE_ROUNDS):
-        with limited(1):
-            single_s = min(single_s, seconds(float("inf")))
-        default_s = min(default_s, seconds(2 * single_s))
-        # Thrashing costs far more than one thread loses on an idle machine: demand a clear win.
-        if default_s < MULTI_THREAD_MARGIN * single_s:
-            return None
-    return 1
-
-
-def _busy() -> bool:
-    """The 1-minute load average exceeds the CPU count: other processes want every core."""
-    try:
-        return os.getloadavg()[0] > (os.cpu_count() or 1)
-    except OSError:
-        return False
-
-
-def limited(threads: int | None):
-    """Run the block with at most `threads` BLAS threads, then restore the previous count."""
-    if threads is None:
-        return contextlib.nullcontext()
-    return _thread_count(lambda library, previous: min(threads, previous))
-
-
-def as_started():
-    """Run the block with the thread count BLAS started with, as numpy's own a @ b does: GEMMs as
-    large as a grid of matmuls gain from every thread even where a kernel limited them for its
-    instruction-sized ones (see `threads_for_kernels`)."""
-    return _thread_count(lambda library, previous: library.started_threads)
+def started_threads() -> int:
+    """The thread count BLAS started with (numpy's default, or OPENBLAS_NUM_THREADS): how many
+    cores a kernel's matmul chains may use side by side (core/deferred.py)."""
+    library = _openblas()
+    return library.started_threads if library is not None else os.cpu_count() or 1
 
 
 @contextlib.contextmanager
-def _thread_count(choose: Callable[[_Library, int], int]):
+def limited(threads: int):
+    """Run the block with at most `threads` BLAS threads, then restore the previous count."""
     library = _openblas() if os.name == "posix" else None
     if library is None:
         yield
         return
     previous = library.get_threads()
-    library.set_threads(choose(library, previous))
+    library.set_threads(min(threads, previous))
     try:
         yield
     finally:

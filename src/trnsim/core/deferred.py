@@ -1,19 +1,29 @@
-"""Deferred execution: instructions wait in a queue so that grids of matmuls run as one GEMM each.
+"""Deferred execution: instructions wait in a queue so that independent matmul chains run in parallel.
 
-Why: an nc_matmul is a 128 x 128 x 512 GEMM, and BLAS runs such small GEMMs at about 1.3x the cost
-of one large one (reference baselines.md, figure 2); on matmul kernels that gap is most of the
-emulator's time. The usual NKI blocked matmul issues, for each output tile of a block, a K loop of
-matmuls into its own PSUM tile and then a copy out. Across the tiles of the block, the k-th
-matmul of every tile reads column blocks of the same two SBUF panels, so one sgemm per k over the
-whole block (accumulating with beta = 1) gives every PSUM element the same fp32 additions, one per
-K tile in issue order, as running the instructions one by one. Only the rounding inside one K tile
-can differ, as it does between BLAS builds (the hardware's PE order is not modelled either).
+Why: an nc_matmul is a 128 x 128 x 512 GEMM, and most of a matmul kernel's time is these GEMMs.
+One BLAS thread per instruction (nki/jit.py runs kernels so) uses one core; the usual NKI blocked
+matmul issues, for each output tile of a block, a K loop of matmuls into its own PSUM tile, and
+those chains are independent of each other. Queued, they run side by side on worker threads
+(BLAS releases the GIL), one chain per thread, each matmul the same `execute.run` call that
+eager execution makes.
+
+Why the values are bitwise those of eager execution: each matmul is computed by the same code
+with the same operands, shapes and strides, on one BLAS thread, in the same order within its
+PSUM tile; only which thread runs it changes. (BLAS sums one K tile in an order that depends on
+the GEMM's shape, its thread count and where an element falls in the kernel's register blocks,
+so one GEMM over a whole grid of tiles, as this module used to run, or a multi-threaded GEMM,
+differs in the last fp32 bits: 7% to 30% of elements on the project machine's OpenBLAS.) So
+eager, deferred, strict and LNC=2 runs of a kernel give the same bits.
 
 The rules that make reordering safe:
 * The queue holds one segment. It starts at a matmul; every later instruction joins it, except a
   matmul that reads a buffer a queued non-matmul writes, or writes a buffer a queued non-matmul
   reads or writes: the segment runs first. So running all of a segment's matmuls before its other
-  instructions (which keep their order) gives the values that issue order gives.
+  instructions (which keep their order) gives the values that issue order gives. Matmuls read
+  SBUF and write PSUM only, so the chains of different PSUM tiles never touch each other's data.
+* Only chains that draw nothing and warn about nothing run on workers: fp32 results (a cast could
+  draw stochastic-rounding bits, which must come in issue order) and no `accumulate=True` (onto
+  never-written PSUM it warns). An error on a worker is raised as the earliest failing instruction.
 * Anything that looks at values outside execution runs the queue first (`flush`): reading a
   tile's values (`View.array` of a buffer the core made), the engine state (registers, RNG),
   instructions whose values the front end moves itself, a failing check, and the kernel's end.
@@ -23,29 +33,27 @@ The rules that make reordering safe:
   operands keep their tiles' values alive, and a bounded segment lets the array pool
   (core/pool.py) reuse that memory.
 
-Matmuls that do not form such a grid run one by one, as before. Strict mode and
-`config.override(eager=True)` execute every instruction when it is issued.
+Strict mode and `config.override(eager=True)` execute every instruction when it is issued.
 """
 
 from __future__ import annotations
 
+import contextvars
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-import numpy as np
-
 from trnsim.core import blas
-from trnsim.core.execute import F32, accum_mask, f32_reused, settle
+from trnsim.core.execute import F32, f32_reused
 from trnsim.core.execute import run as run_instruction
-from trnsim.core.isa import Memory, Opcode
-from trnsim.core.memory import GatherView, View
-from trnsim.core.runtime import current as current_runtime
+from trnsim.core.isa import Opcode
+from trnsim.core.memory import View
 from trnsim.core.trace import Instruction
 
 SEGMENT_MATMULS = 512
 """A segment holding this many matmuls runs at the next chain boundary (a matmul after a
-non-matmul). 512 matmuls of 128 x 128 x 512 are ~8 GFLOP: GEMMs stay large, memory stays bounded
-(measured on the 2-core project machine with bench/emulator.py's kernel, interleaved in one
-process: ratio 1.60-1.65 at 512 against 1.72 at 256; 1024 was no better)."""
+non-matmul). 512 matmuls of 128 x 128 x 512 are ~8 GFLOP: enough chains to keep every worker
+busy, memory stays bounded (measured with one GEMM per grid, on the 2-core project machine with
+bench/emulator.py's kernel: ratio 1.60-1.65 at 512 against 1.72 at 256; 1024 was no better)."""
 
 
 @dataclass(slots=True)
@@ -101,119 +109,51 @@ class DeferredQueue:
         return tuple(detached)
 
     def flush(self) -> None:
-        """Run the segment: its matmul grids as GEMMs, the other matmuls, then everything else."""
+        """Run the segment: its independent matmul chains on workers, the other matmuls, then
+        everything else."""
         entries = self.entries
         self.entries, self.clones, self.written, self.touched = [], {}, set(), set()
         self.matmuls = 0
-        matmuls = [e for e in entries if e.ins.opcode is Opcode.MATMUL]
-        done = run_grids(matmuls) if len(matmuls) > 1 else set()
+        done = self._run_chains(entries)
         for entry in entries:
             if id(entry) not in done:
                 run_instruction(entry.ins, entry.inputs, entry.outputs, self.state, False)
 
+    def _run_chains(self, entries: list[Queued]) -> set[int]:
+        """Run every chain that may run alone on worker threads; return the ids of its entries."""
+        chains: dict[int, list[Queued]] = {}
+        for entry in entries:
+            if entry.ins.opcode is Opcode.MATMUL:
+                chains.setdefault(entry.outputs[0].storage.id, []).append(entry)
+        alone = [chain for chain in chains.values() if _runs_alone(chain)]
+        if len(alone) < 2:
+            return set()
+        position = {id(entry): index for index, entry in enumerate(entries)}
+        for chain in alone:
+            for entry in chain:
+                for view in entry.inputs:
+                    f32_reused(view)  # each fp32 shadow is made here, before workers read it
+        with ThreadPoolExecutor(min(len(alone), blas.started_threads())) as workers:
+            runs = [workers.submit(contextvars.copy_context().run, self._run_chain, chain, position)
+                    for chain in alone]
+            failures = [failure for run in runs if (failure := run.result()) is not None]
+        if failures:
+            raise min(failures, key=lambda failure: failure[0])[1]
+        return {id(entry) for chain in alone for entry in chain}
 
-def run_grids(matmuls: list[Queued]) -> set[int]:
-    """Run every grid of matmul chains as one GEMM per round; return the ids of the entries run."""
-    chains: dict[int, list[Queued]] = {}
-    for entry in matmuls:
-        chains.setdefault(entry.outputs[0].storage.id, []).append(entry)
-    done: set[int] = set()
-    for grid, rows, columns in _grids([chain for chain in chains.values() if _fusable(chain)]):
-        _run_grid(grid, rows, columns)
-        done.update(id(entry) for chain in grid.values() for entry in chain)
-    return done
-
-
-def _key(view: View) -> tuple:
-    return view.storage.id, view.offset, view.shape, view.strides
-
-
-def _fusable(chain: list[Queued]) -> bool:
-    """A chain the grid path reproduces exactly: one fp32 2-D PSUM region, written fresh by its
-    first matmul and added to by the rest, plain 2-D operands, no transpose or double-row mode."""
-    out = chain[0].outputs[0]
-    if (out.memory is not Memory.PSUM or out.element.numpy != F32 or len(out.shape) != 2
-            or out.storage.accum is None):
-        return False
-    for step, entry in enumerate(chain):
-        ins = entry.ins
-        mode = ins.param("accumulate")
-        if mode not in ((None, False) if step == 0 else (None, True)):
-            return False
-        if ins.param("is_transpose") or ins.param("perf_mode") not in (None, "none"):
-            return False
-        if _key(entry.outputs[0]) != _key(out):
-            return False
-        if any(isinstance(v, GatherView) or len(v.shape) != 2 for v in entry.inputs):
-            return False
-    return not accum_mask(out).any()  # a region still accumulating from before would be added to
+    def _run_chain(self, chain: list[Queued], position: dict[int, int]):
+        """Run one chain in order; on an error, stop and return (its position in the segment, error)."""
+        for entry in chain:
+            try:
+                run_instruction(entry.ins, entry.inputs, entry.outputs, self.state, False)
+            except Exception as error:  # raised by the caller, earliest instruction first
+                return position[id(entry)], error
+        return None
 
 
-def _grids(chains: list[list[Queued]]):
-    """Yield ({(row, column): chain}, row operands, column operands) for each grid: chains of equal
-    length whose k-th stationaries sit side by side in one buffer, likewise their k-th movings,
-    one chain for every (stationary, moving) pair."""
-    by_length: dict[int, list[list[Queued]]] = {}
-    for chain in chains:
-        by_length.setdefault(len(chain), []).append(chain)
-    for group in by_length.values():
-        if len(group) < 2:
-            continue
-        rows = _panel_order([[e.inputs[0] for e in chain] for chain in group])
-        columns = _panel_order([[e.inputs[1] for e in chain] for chain in group])
-        if rows is None or columns is None:
-            continue
-        grid = {(rows[0][i], columns[0][i]): chain for i, chain in enumerate(group)}
-        if len(grid) != len(group) or len(grid) != len(rows[1]) * len(columns[1]):
-            continue
-        yield grid, rows[1], columns[1]
+def _runs_alone(chain: list[Queued]) -> bool:
+    """A chain whose matmuls draw nothing and warn about nothing: fp32 results, no accumulate=True."""
+    return all(entry.outputs[0].element.numpy == F32 and entry.ins.param("accumulate") is not True
+               for entry in chain)
 
 
-def _panel_order(operands: list[list[View]]):
-    """Each chain's index among the distinct operand sequences, and those sequences ordered so
-    that in every round they sit side by side (column blocks of one [K, sum] window), or None."""
-    distinct: dict[tuple, int] = {}
-    index = [distinct.setdefault(tuple(_key(v) for v in seq), len(distinct)) for seq in operands]
-    sequences = [None] * len(distinct)
-    for seq, i in zip(operands, index, strict=True):
-        sequences[i] = seq
-    order = sorted(range(len(sequences)), key=lambda i: sequences[i][0].offset)
-    rank = {old: new for new, old in enumerate(order)}
-    ordered = [sequences[i] for i in order]
-    for step in range(len(ordered[0])):
-        first = ordered[0][step]
-        offset = first.offset
-        for seq in ordered:
-            view = seq[step]
-            if (view.storage.id != first.storage.id or view.strides != first.strides or view.strides[1] != 1
-                    or view.shape[0] != first.shape[0] or view.shape[1] != seq[0].shape[1]
-                    or view.offset != offset):
-                return None
-            offset += view.shape[1]
-    return [rank[i] for i in index], ordered
-
-
-def _panel(views: list[View]) -> np.ndarray:
-    """The [K, sum of widths] fp32 window the side-by-side views make up."""
-    first = views[0]
-    width = sum(v.shape[1] for v in views)
-    panel = View(first.storage, (first.shape[0], width), first.strides, first.offset, first.element)
-    return f32_reused(panel)
-
-
-def _run_grid(grid: dict, rows: list[list[View]], columns: list[list[View]]) -> None:
-    """One GEMM per K step into the grid's fp32 sums, then each chain's PSUM tile gets its part."""
-    row_starts = np.cumsum([0] + [seq[0].shape[1] for seq in rows])
-    column_starts = np.cumsum([0] + [seq[0].shape[1] for seq in columns])
-    shape = int(row_starts[-1]), int(column_starts[-1])
-    total = current_runtime().pool.empty(shape[0] * shape[1], F32).reshape(shape)
-    with blas.as_started():
-        for step in range(len(rows[0])):
-            stationary = _panel([seq[step] for seq in rows])
-            moving = _panel([seq[step] for seq in columns])
-            blas.gemm(stationary, moving, total, add=step > 0)
-    for (row, column), chain in grid.items():
-        out = chain[0].outputs[0]
-        rows_of, columns_of = slice(*row_starts[row:row + 2]), slice(*column_starts[column:column + 2])
-        out.assign(total[rows_of, columns_of])
-        settle(out)

@@ -1,10 +1,10 @@
 """The emulator's process-wide state, on one object with a reset.
 
 A few things outlive a kernel launch on purpose, to make the next launch faster: the array pool
-(memory for tile values, kept between runs), the BLAS thread count for kernels (probed, then kept
-for a few seconds), the cache of kernel source lines, and the counters and caches of the layers
-above core (the torch device's fallback counts and op times). They all hang off one `Runtime`, so
-there is one place to see them and one `reset()` that returns the process to its fresh state.
+(memory for tile values, kept between runs), the cache of kernel source lines, and the counters
+and caches of the layers above core (the torch device's fallback counts and op times). They all
+hang off one `Runtime`, so there is one place to see them and one `reset()` that returns the
+process to its fresh state.
 The scheduler's pause of the cyclic garbage collector and the lock for owed NaN fills are here
 too: they are shared by every thread of the process.
 
@@ -34,8 +34,6 @@ class Runtime:
 
     Attributes:
         pool: recycled memory for tile values, fp32 shadows and grid sums (core/pool.py).
-        kernel_blas_threads: (probe period, thread count or None) as core/blas.py last probed the
-            BLAS thread count for instruction-sized GEMMs; None before the first probe.
         kernel_lines: id(code) -> (code, its file if it is the user's, {bytecode offset:
             SourceLoc}) for every code object a kernel line was looked up through
             (core/machine.py); the entry holds its code object, so no other code can take the id.
@@ -46,7 +44,6 @@ class Runtime:
 
     def __init__(self):
         self.pool = ArrayPool()
-        self.kernel_blas_threads: tuple[int, int | None] | None = None
         self.kernel_lines: dict[int, tuple] = {}
         self.counters: dict[str, collections.Counter] = {}
         self.fill_lock = threading.Lock()
@@ -64,11 +61,10 @@ class Runtime:
         self._clearers.append(clear)
 
     def reset(self) -> None:
-        """Back to a fresh process: empty pool, no BLAS probe result, no cached kernel lines,
+        """Back to a fresh process: empty pool, no cached kernel lines,
         zeroed counters, registered caches cleared. Arrays already handed out stay valid. A
         scheduler's GC pause in progress is left to end on its own."""
         self.pool.clear()
-        self.kernel_blas_threads = None
         self.kernel_lines.clear()
         for counter in self.counters.values():
             counter.clear()

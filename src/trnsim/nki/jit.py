@@ -112,7 +112,7 @@ def run(kernel: Kernel, args, kwargs, *, target: str | None, with_values: bool):
         kind, hbm_args, hbm_kwargs = interop.to_hbm(args, kwargs, "shared_hbm" if programs > 1 else "hbm")
     finally:
         backend.deactivate(token)
-    with blas.limited(blas.threads_for_kernels()):
+    with blas.limited(1):
         results = _launch(kernel.fn, cores, hbm_args, hbm_kwargs)
     kernel.last_trace = launch.trace
     interop.write_back(args, hbm_args, launch.trace, with_values)
