@@ -1,6 +1,6 @@
 """The process-wide state lives on one Runtime, and its reset returns the process to a fresh
-state: empty pool, no cached kernel lines, zeroed counters, cleared caches,
-and kernels still give the same bits afterwards."""
+state: empty pool, no cached kernel lines, zeroed counters, cleared caches, and kernels still
+give the same bits afterwards."""
 
 import gc
 

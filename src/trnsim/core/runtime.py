@@ -61,9 +61,9 @@ class Runtime:
         self._clearers.append(clear)
 
     def reset(self) -> None:
-        """Back to a fresh process: empty pool, no cached kernel lines,
-        zeroed counters, registered caches cleared. Arrays already handed out stay valid. A
-        scheduler's GC pause in progress is left to end on its own."""
+        """Back to a fresh process: empty pool, no cached kernel lines, zeroed counters,
+        registered caches cleared. Arrays already handed out stay valid. A scheduler's GC pause
+        in progress is left to end on its own."""
         self.pool.clear()
         self.kernel_lines.clear()
         for counter in self.counters.values():
