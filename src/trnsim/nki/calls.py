@@ -35,7 +35,7 @@ def checked_calls(namespace: dict, prefix: str, tiles: frozenset[str] = frozense
     in `tiles` must be tiles."""
     for name, value in list(namespace.items()):
         if (not name.startswith("_") and inspect.isfunction(value)
-                and value.__module__.startswith("trnsim.nki") and not hasattr(value, "__wrapped__")):
+                and value.__module__.startswith("trnsim.nki") and not hasattr(value, "checked_call")):
             namespace[name] = _checked(value, f"{prefix}.{name}", tiles)
 
 
@@ -57,10 +57,12 @@ def _checked(function, call_name: str, tiles: frozenset[str]):
         except TrnsimError as error:
             error.locate(SourceLoc.of_caller(), call_name)
             raise
-        except TypeError as error:
-            if error.__traceback__.tb_next is not None:  # raised inside the call: not a binding error
+        except TypeError:
+            mistake = _binding_error(function, call_name, args, kwargs)
+            if mistake is None:  # the arguments bind: the TypeError came from inside the call
                 raise
-            raise _binding_error(function, call_name, error, kwargs) from None
+            raise mistake from None
+    call.checked_call = call_name
     return call
 
 
@@ -77,9 +79,16 @@ def describe(value) -> str:
     return f"{value!r}"[:60] if isinstance(value, str | int | float) else f"a {kind.__name__}"
 
 
-def _binding_error(function, call_name: str, error: TypeError, kwargs: dict) -> ArgumentError:
-    """Python's complaint about the argument list, with what the call takes."""
-    parameters = ", ".join(inspect.signature(function).parameters)
-    complaint = str(error).split(") ", 1)[-1]  # drop Python's "f() " prefix
+def _binding_error(function, call_name: str, args: tuple, kwargs: dict) -> ArgumentError | None:
+    """Python's complaint about the argument list, with what the call takes (None if they bind)."""
+    signature = inspect.signature(function)
+    unknown = [key for key in kwargs if key not in signature.parameters]
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as error:
+        complaint = f"got an unexpected keyword argument {unknown[0]!r}" if unknown else str(error)
+    else:
+        return None
+    parameters = ", ".join(signature.parameters)
     hint = next((_OLD_API_KEYWORDS[key] for key in kwargs if key in _OLD_API_KEYWORDS), None)
     return ArgumentError(f"{complaint}; it takes {parameters}", op=call_name, hint=hint)

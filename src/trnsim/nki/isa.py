@@ -14,8 +14,7 @@ from numbers import Integral, Real
 from trnsim.core.isa import Opcode
 from trnsim.core.trace import InputRef
 from trnsim.errors import KernelError, UnsupportedError
-from trnsim.nki import backend
-from trnsim.nki.calls import TILE_ARGUMENTS, checked_calls
+from trnsim.nki import backend, calls
 from trnsim.nki.registers import VirtualRegister, register_alloc, register_load, register_move, register_store
 from trnsim.nki.tensor import IndirectTensor, NkiTensor
 
@@ -228,4 +227,4 @@ def quantize_mx(dst, src, dst_scale, name=None):
 
 from trnsim.nki.isa_compute import *  # noqa: E402, F401, F403 - Scalar/Vector/GpSimd instructions
 
-checked_calls(globals(), "nisa", TILE_ARGUMENTS)
+calls.checked_calls(globals(), "nisa", calls.TILE_ARGUMENTS)

@@ -15,9 +15,8 @@ import numpy as np
 from trnsim import hardware
 from trnsim.core.isa import Memory
 from trnsim.errors import UnsupportedError
-from trnsim.nki import backend, dtypes
+from trnsim.nki import backend, calls, dtypes
 from trnsim.nki import isa as nisa
-from trnsim.nki.calls import checked_calls
 from trnsim.nki.registers import VirtualRegister
 from trnsim.nki.tensor import DynSlice, NkiTensor
 
@@ -307,4 +306,4 @@ def __getattr__(name: str):
 
 from trnsim.nki.language_math import *  # noqa: E402, F401, F403 - the math half of nl
 
-checked_calls(globals(), "nl")
+calls.checked_calls(globals(), "nl")

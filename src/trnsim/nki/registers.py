@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from trnsim.core.isa import Opcode
 from trnsim.errors import KernelError
-from trnsim.nki import backend
-from trnsim.nki.calls import checked_calls
+from trnsim.nki import backend, calls
 
 
 class VirtualRegister:
@@ -64,4 +63,4 @@ def register_store(dst, src: VirtualRegister, name=None):
     return dst
 
 
-checked_calls(globals(), "nisa")  # dst/src are registers or tiles here; backend.issue checks the tiles
+calls.checked_calls(globals(), "nisa")  # dst or src is a register; backend.issue checks the tiles
