@@ -63,11 +63,14 @@ class TrnsimError(Exception):
         super().__init__(self._render())
 
     def locate(self, where: SourceLoc | None, op: str | None = None) -> TrnsimError:
-        """Attach the kernel line (and call) this error is about, unless it already names one."""
-        if self.where is None and where is not None:
-            self.where = where
-            self.op = self.op or op
-            self.args = (self._render(),)
+        """Attach the kernel line and the NKI call this error is about, keeping what it names
+        already; an error from an instruction the call issued names both: `nisa.rand2 (nisa.rng)`."""
+        self.where = self.where or where
+        if op and not self.op:
+            self.op = op
+        elif op and self.op != op and "(" not in self.op:
+            self.op = f"{op} ({self.op})"
+        self.args = (self._render(),)
         return self
 
     def _render(self) -> str:

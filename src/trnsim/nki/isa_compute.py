@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
 
 from trnsim.core.isa import Opcode
@@ -42,11 +44,7 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
               reduce_op=None, reduce_res=None, reduce_cmd=_IDLE, engine=engine.scalar, name=None):
     """trn3: dst = op((data op0 imm0) op1 imm1) (op may be nl.prelu with relu_param), then an
     optional reduction as in activation."""
-    spec = backend.core().spec
-    if spec.generation < 4:
-        raise UnsupportedError(f"nisa.activate2 needs NeuronCore generation 4; {spec.name} is generation "
-                               f"{spec.generation}", what="nisa.activate2", target=spec.name)
-    srcs = _Inputs([data])
+    srcs = _Inputs([data])  # op0/op1 are trn3 parameters of ACTIVATION: the contract refuses them before
     params = {"op": op_name(op), "op0": op_name(op0), "imm0": srcs.ref(imm0), "reverse0": reverse0,
               "op1": op_name(op1), "imm1": srcs.ref(imm1), "reverse1": reverse1,
               "relu_param": srcs.ref(relu_param), **_reduce_params(reduce_op, reduce_cmd)}
@@ -80,27 +78,22 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
     return _issue(Opcode.SCALAR_TENSOR_TENSOR, dst, srcs, params, engine, name)
 
 
-def _reduce_axes(axis, data, dst) -> tuple[int, ...]:
-    """The reduced free axes as real dim indices (NKI >= 0.3): consecutive and ending at the last
-    dim; dst holds the partitions times the kept free dims (kernels written for the older
-    "axis 1 = most-minor" rule fail here with the numbers instead of reducing the wrong axis)."""
+def _reduce_axes(axis, data) -> tuple[int, ...]:
+    """The reduced axes as dim indices 0..rank-1 (negative ones count from the end, NKI >= 0.3);
+    an axis outside the tile is refused, never wrapped. The CHECK rule relates them to dst."""
     rank = len(data.shape)
-    axes = tuple(sorted({a % rank for a in (axis if isinstance(axis, tuple | list) else (axis,))}))
-    if 0 in axes or axes != tuple(range(axes[0], rank)):
-        raise ShapeError(f"axis={axis!r} on a {rank}-D tile {list(data.shape)}: the reduced axes must be "
-                         f"the last free dims, ending at dim {rank - 1}", op="nisa.tensor_reduce",
-                         hint=f"e.g. axis={rank - 1} reduces the innermost dim; tensor_partition_reduce "
-                              "reduces across partitions")
-    kept = int(np.prod(data.shape[1:axes[0]], dtype=np.int64))
-    if dst.shape[0] != data.shape[0] or dst.size // dst.shape[0] != kept:
-        raise ShapeError(f"dst {list(dst.shape)} does not hold the result of reducing axes {axes} of "
-                         f"{list(data.shape)}: {data.shape[0]} partitions x {kept} values",
-                         op="nisa.tensor_reduce")
-    return axes
+    axes = tuple(axis) if isinstance(axis, tuple | list) else (axis,)
+    if not all(isinstance(a, Integral) and not isinstance(a, bool) for a in axes):
+        return axis  # not integers: the contract check names the argument
+    outside = [int(a) for a in axes if not -rank <= a < rank]
+    if outside:
+        raise ShapeError(f"axis={axis!r}: {outside[0]} is not a dim of the {rank}-D tile {list(data.shape)}",
+                         op="nisa.tensor_reduce", hint=f"dims are 1..{rank - 1} (0 is the partition dim)")
+    return tuple(sorted({int(a) % rank for a in axes}))
 
 
 def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
-    axes = _reduce_axes(axis, data, dst)
+    axes = _reduce_axes(axis, data)
     params = {"op": op_name(op), "axis": axes, "negate": negate, "keepdims": keepdims}
     return _issue(Opcode.TENSOR_REDUCE, dst, [data], params, None, name)
 
@@ -246,10 +239,6 @@ def topk(val_dst, idx_dst, src, n, name=None):
 
 def rand2(dst, min, max, name=None):  # noqa: A002 - NKI's argument names
     """Uniform random values in [min, max) (trn3)."""
-    spec = backend.core().spec
-    if spec.generation < 4:
-        raise UnsupportedError(f"nisa.rand2 needs NeuronCore generation 4; {spec.name} is generation "
-                               f"{spec.generation}", what="nisa.rand2", target=spec.name)
     return _issue(Opcode.RNG, dst, [], {"low": _number(min), "high": _number(max)}, None, name)
 
 
