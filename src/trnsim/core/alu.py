@@ -13,8 +13,6 @@ from collections.abc import Callable
 
 import numpy as np
 
-from trnsim.errors import UnsupportedError
-
 F32 = np.float32
 
 
@@ -98,20 +96,15 @@ REDUCTIONS = frozenset(_REDUCE_UFUNC) | {"abs_max", "abs_min"}
 
 
 def alu(name: str) -> Callable:
-    try:
-        return ALU[name][0]
-    except KeyError:
-        raise UnsupportedError(f"ALU operator {name!r} is not supported", what=name) from None
+    """The operator's function (CHECK has made sure the kernel named one of `ALU`)."""
+    return ALU[name][0]
 
 
 def reduce(name: str, x: np.ndarray, axis) -> np.ndarray:
     """Reduce with an ALU operator that the hardware allows as a reduction."""
     if name in ("abs_max", "abs_min"):
         return (np.max if name == "abs_max" else np.min)(np.abs(x), axis=axis)
-    ufunc = _REDUCE_UFUNC.get(name)
-    if ufunc is None:
-        raise UnsupportedError(f"{name!r} is not a legal reduction operator", what=name,
-                               hint="use add, multiply, maximum, minimum or a bitwise/logical op")
+    ufunc = _REDUCE_UFUNC[name]  # CHECK has made sure `name` is one of REDUCTIONS
     if name in BITWISE:
         return ufunc.reduce(_as_bits(x), axis=axis)
     if name.startswith("logical"):
@@ -177,14 +170,7 @@ ACTIVATIONS: dict[str, Callable] = {
 }
 
 
-def activation(name: str) -> Callable:
-    try:
-        return ACTIVATIONS[name]
-    except KeyError:
-        raise UnsupportedError(f"activation function {name!r} is not supported", what=name) from None
-
-
 def apply_activation(name: str, x: np.ndarray) -> np.ndarray:
     """fp32 in, fp32 out (intermediate float64 where numpy promotes is rounded back)."""
     with np.errstate(all="ignore"):
-        return np.asarray(activation(name)(x), F32)
+        return np.asarray(ACTIVATIONS[name](x), F32)

@@ -13,6 +13,7 @@ from numbers import Integral, Real
 from operator import attrgetter
 
 from trnsim.core import alu
+from trnsim.core.execute_mx import GROUP_PARTITIONS, scale_rows
 from trnsim.core.isa import DMA, ELEMENTWISE, SAME_PARTITIONS, SPECS, Engine, Kind, Memory, Opcode, Param
 from trnsim.core.rules import RuleTable
 from trnsim.core.trace import InputRef, Instruction, Region
@@ -56,6 +57,7 @@ def check(ins: Instruction, core) -> None:
     if ins.opcode in ELEMENTWISE and ins.inputs and ins.outputs:
         _check_same_free_size(ins)
     _check_params(ins, spec, core)
+    check_packed(ins)
     rule = CHECK.get(ins.opcode)
     if rule is not None:
         rule(ins, core)
@@ -221,6 +223,12 @@ _free = attrgetter("elements_per_partition")
 """Elements per partition of a Region: `_free(region)`."""
 
 
+def shape_of(region: Region) -> tuple[int, ...]:
+    """The operand's shape as the kernel sees it: partitions then free dims on chip; every dim in HBM."""
+    counts = tuple([count for _, count in region.pattern])
+    return counts if region.memory is Memory.HBM else (region.partition_count, *counts)
+
+
 @CHECK.register(Opcode.MATMUL)
 def _matmul(ins: Instruction, core) -> None:
     """Tile limits, matching contraction, and the dtype pairing rules of nc_matmul."""
@@ -304,23 +312,6 @@ def _psum_bank(ins: Instruction, core, region: Region) -> None:
               f"{bank} B bank boundary", hint="keep each matmul result inside one PSUM bank")
 
 
-@CHECK.register(Opcode.TRANSPOSE)
-def _transpose(ins: Instruction, core) -> None:
-    src = ins.inputs[0]
-    limit = core.matmul_max_stationary_free if ins.engine is Engine.TENSOR else core.partitions // 4
-    if src.partition_count > limit or _free(src) > limit:
-        _fail(ShapeError, ins, f"transpose of [{src.partition_count}, {_free(src)}] on the "
-              f"{ins.engine.value} engine; the limit is {limit}x{limit}")
-
-
-@CHECK.register(Opcode.BN_STATS)
-def _bn_stats(ins: Instruction, core) -> None:
-    free = _free(ins.inputs[0])
-    if free > core.bn_stats_max_free:
-        _fail(ShapeError, ins, f"bn_stats free size is {free}; the limit on {core.name} is "
-              f"{core.bn_stats_max_free}", hint="split into chunks and combine them with bn_aggr")
-
-
 MX_PACKED = ("float8_e4m3fn_x4", "float8_e5m2_x4", "float4_e2m1fn_x4")
 
 
@@ -342,7 +333,20 @@ def _matmul_mx(ins: Instruction, core) -> None:
     if dst.partition_count != m_free or _free(dst) != n_free:
         _fail(ShapeError, ins, f"dst {dst.name!r} is [{dst.partition_count}, {_free(dst)}] but the MX "
               f"product is [{m_free}, {n_free}]")
+    _mx_scale(ins, ins.inputs[2], stationary.partition_count, m_free)
+    _mx_scale(ins, ins.inputs[3], moving.partition_count, n_free)
     _psum_bank(ins, core, dst)
+
+
+def _mx_scale(ins: Instruction, scale: Region, partitions: int, columns: int) -> None:
+    """One E8M0 byte per MX group (8 partitions) and column: the scale tile has a row for each group
+    (in group order, or in the quadrant layout of core/execute_mx.py) and `columns` bytes in it."""
+    groups = -(-partitions // GROUP_PARTITIONS)
+    last_row = scale_rows(groups, scale.partition_count)[-1]
+    if scale.dtype_bytes != 1 or last_row >= scale.partition_count or _free(scale) < columns:
+        _fail(ShapeError, ins, f"scale {scale.name!r} is [{scale.partition_count}, {_free(scale)}] "
+              f"{scale.dtype}; the scales of {groups} MX groups x {columns} columns need one byte each, in "
+              f"partitions up to {last_row} and {columns} elements per partition")
 
 
 @CHECK.register(Opcode.QUANTIZE_MX)
@@ -356,13 +360,7 @@ def _quantize_mx(ins: Instruction, core) -> None:
     if src.partition_count % 8 or not shape_ok:
         _fail(ShapeError, ins, f"quantize_mx needs src [P, 4F] and dst [P, F] with P a multiple of 8; got "
               f"[{src.partition_count}, {_free(src)}] and [{dst.partition_count}, {_free(dst)}]")
-
-
-@CHECK.register(Opcode.TENSOR_TENSOR)
-def _tensor_tensor(ins: Instruction, core) -> None:
-    if all(region.memory is Memory.PSUM for region in ins.inputs[:2]):
-        _fail(KernelError, ins, "both inputs are in PSUM; tensor_tensor reads at most one input from PSUM",
-              hint="copy one operand to SBUF first")
+    _mx_scale(ins, ins.outputs[1], src.partition_count, _free(dst))
 
 
 def _gpsimd_groups(ins: Instruction, core, region: Region) -> int:
@@ -443,3 +441,8 @@ def _rand_state(ins: Instruction, core) -> None:
     if _free(region) != words:
         _fail(ShapeError, ins, f"{region.name!r} is {region.dtype} with {_free(region)} elements per "
               f"partition; the {ins.engine.value} PRNG state is {words} words per lane")
+
+
+# The rest of the table, registered by group (at import, never lazily).
+from trnsim.core import check_gpsimd, check_vector  # noqa: E402, F401
+from trnsim.core.check_data import check_packed  # noqa: E402

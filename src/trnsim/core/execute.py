@@ -35,9 +35,6 @@ def to_storage(values: np.ndarray, dtype: DType, rounding: str | None = None) ->
     values = np.asarray(values)
     if values.dtype == dtype.numpy:
         return values
-    if dtype.elements_per_word != 1:
-        raise UnsupportedError(f"engines cannot write packed dtype {dtype.name} element-wise",
-                               what=dtype.name, hint="use nisa.quantize_mx to produce MX data")
     if values.dtype != F32:
         values = values.astype(F32)
     return numerics.cast(values, numerics.get_format(dtype.name), rounding=rounding)
@@ -60,7 +57,7 @@ class Operands:
         """Input `index` as stored (no cast)."""
         view = self.inputs[index]
         if self.strict:
-            check_initialised(view, self.ins.opcode.value)
+            self._check_written(view)
         return view.array()
 
     def f32(self, index: int) -> np.ndarray:
@@ -73,8 +70,15 @@ class Operands:
         (matmul operands are read many times per load)."""
         view = self.inputs[index]
         if self.strict:
-            check_initialised(view, self.ins.opcode.value)
+            self._check_written(view)
         return f32_reused(view)
+
+    def _check_written(self, view: View) -> None:
+        """Strict mode: reading memory no instruction wrote is a hazard at this instruction's line."""
+        try:
+            check_initialised(view, self.ins.opcode.value)
+        except HazardError as error:
+            raise hazard(self.ins, error.message, error.hint) from None
 
     def value(self, key: str, default=None):
         """A parameter: a Python number, or the fp32 values of the input it refers to."""
@@ -208,8 +212,10 @@ def run(ins: Instruction, inputs: tuple[View, ...], outputs: tuple[View, ...], s
         rule(ins, io)
 
 
-def hazard(ins: Instruction, message: str) -> HazardError:
-    return HazardError(message, where=ins.where, op=f"nisa.{ins.opcode.value}")
+def hazard(ins: Instruction, message: str, hint: str | None = None) -> HazardError:
+    """The one kind of error execution raises: a value-dependent hazard, at the kernel's line (the
+    rule raises it before writing anything)."""
+    return HazardError(message, where=ins.where, op=f"nisa.{ins.opcode.value}", hint=hint)
 
 
 # The rest of the table, registered by group (at import, never lazily).

@@ -51,7 +51,8 @@ def _indirect_copy(ins: Instruction, io: Operands) -> None:
         raise hazard(ins, f"indirect DMA reaches element {int(address[~valid].flat[0])} of "
                           f"{view.storage.name!r}, which has {flat.size}")
     if gather:
-        values = flat[np.where(valid, address, 0)]
+        shape = io.out(0).shape  # the gathered view has dst's size (CHECK), not always its shape
+        values, valid = flat[np.where(valid, address, 0)].reshape(shape), valid.reshape(shape)
         same = view.element == io.out(0).element
         current = io.out(0).array() if same else io.current(0)
         merged = np.where(valid, values if same else values.astype(F32), current)
@@ -87,16 +88,26 @@ def _transpose(ins: Instruction, io: Operands) -> None:
 def _memset(ins: Instruction, io: Operands) -> None:
     view = io.out(0)
     value = ins.param("value")
-    if view.element.numpy.kind in "iu":
+    if _holds_exactly(view.element.numpy, value):  # integers past 2**24 keep every bit
         io.write_raw(0, np.full(view.shape, value, view.element.numpy))
     else:
         io.write(0, np.full(view.shape, value, F32))
 
 
+def _holds_exactly(dtype: np.dtype, value) -> bool:
+    """An integer destination that holds this integer value; anything else is cast as engines cast
+    (round half to even, saturate)."""
+    if dtype.kind not in "iu" or not float(value).is_integer():
+        return False
+    limits = np.iinfo(dtype)
+    return limits.min <= value <= limits.max
+
+
 @EXECUTE.register(Opcode.TENSOR_COPY_PREDICATED)
 def _copy_predicated(ins: Instruction, io: Operands) -> None:
-    keep = (io.f32(1) != 0) ^ bool(ins.param("reverse_pred", False))
-    io.write(0, np.where(keep, io.f32(0), io.current(0)))
+    current = io.current(0)
+    keep = (io.f32(1).reshape(current.shape) != 0) ^ bool(ins.param("reverse_pred", False))
+    io.write(0, np.where(keep, io.f32(0).reshape(current.shape), current))
 
 
 def _contraction_operands(ins: Instruction, io: Operands) -> tuple[np.ndarray, np.ndarray]:

@@ -56,7 +56,9 @@ def _n_gather(ins: Instruction, io: Operands) -> None:
     flat = data.reshape(data.shape[0], -1)
     index = io.raw(1).reshape(data.shape[0], -1).astype(np.int64)
     if index.size and (index.min() < 0 or index.max() >= flat.shape[1]):
-        raise IndexError(f"nc_n_gather index out of range [0, {flat.shape[1]})")
+        bad = int(index.min()) if index.min() < 0 else int(index.max())
+        raise hazard(ins, f"index {bad} read from {ins.inputs[1].name!r} is outside the "
+                          f"{flat.shape[1]} elements per partition of {ins.inputs[0].name!r}")
     gathered = np.take_along_axis(flat, index, axis=1)
     if io.inputs[0].element == io.out(0).element:
         io.write_raw(0, gathered.reshape(io.out(0).shape))
@@ -177,7 +179,7 @@ def _register_set(ins: Instruction, io: Operands) -> None:
 
 @EXECUTE.register(Opcode.REGISTER_STORE)
 def _register_store(ins: Instruction, io: Operands) -> None:
-    value = io.state.registers[ins.param("register")]
+    value = io.state.registers.get(ins.param("register"), 0)  # a register never moved holds 0
     io.write_raw(0, np.full(io.out(0).shape, value, io.out(0).element.numpy))
 
 

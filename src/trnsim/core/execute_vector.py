@@ -8,7 +8,6 @@ from trnsim.core import alu
 from trnsim.core.execute import EXECUTE, F32, Operands
 from trnsim.core.isa import Opcode
 from trnsim.core.trace import InputRef, Instruction
-from trnsim.errors import UnsupportedError
 
 
 def _free_axes(values: np.ndarray) -> tuple[int, ...]:
@@ -33,8 +32,6 @@ def _accumulate(ins: Instruction, io: Operands, values: np.ndarray, out_index: i
     partitions = values.shape[0]
     registers = io.state.accumulators
     part = _reduce_free(op, values)[:, 0]
-    if cmd == "load_reduce":
-        raise UnsupportedError("reduce_cmd=load_reduce is not emulated", what="reduce_cmd.load_reduce")
     if cmd in ("reset", "reset_reduce") or registers.get(op) is None:
         identity = alu.ALU[op][1] if op in alu.ALU else 0.0
         registers[op] = np.full(io.state.partitions, identity if identity is not None else 0.0, F32)
@@ -99,10 +96,13 @@ def _operand(io: Operands, key: str, bits: bool):
 @EXECUTE.register(Opcode.TENSOR_TENSOR)
 def _tensor_tensor(ins: Instruction, io: Operands) -> None:
     op = ins.param("op")
+    read = io.raw if op in alu.BITWISE else io.f32
+    data1 = read(0)
+    data2 = read(1).reshape(data1.shape)  # same size (CHECK); the access patterns may differ
     if op in alu.BITWISE:
-        _write_exact(io, 0, _binary(op, io.raw(0), io.raw(1)))
+        _write_exact(io, 0, _binary(op, data1, data2))
     else:
-        io.write(0, _binary(op, io.f32(0), io.f32(1)))
+        io.write(0, _binary(op, data1, data2))
 
 
 def _tensor_scalar_values(ins: Instruction, io: Operands) -> np.ndarray:
@@ -136,7 +136,8 @@ def _scalar_tensor_tensor(ins: Instruction, io: Operands) -> None:
     data = io.f32(0)
     first = _binary(ins.param("op0"), data, _per_partition(io.value("operand0"), data.ndim),
                     ins.param("reverse0", False))
-    io.write(0, _binary(ins.param("op1"), first, io.value("operand1"), ins.param("reverse1", False)))
+    operand1 = io.value("operand1").reshape(data.shape)
+    io.write(0, _binary(ins.param("op1"), first, operand1, ins.param("reverse1", False)))
 
 
 @EXECUTE.register(Opcode.TENSOR_REDUCE)
@@ -257,8 +258,8 @@ def _range_select(ins: Instruction, io: Operands) -> None:
 
 @EXECUTE.register(Opcode.SELECT_REDUCE)
 def _select_reduce(ins: Instruction, io: Operands) -> None:
-    keep = (io.f32(0) != 0) ^ bool(ins.param("reverse_pred", False))
     on_true = io.f32(1)
+    keep = (io.f32(0).reshape(on_true.shape) != 0) ^ bool(ins.param("reverse_pred", False))
     on_false = _per_partition(io.value("on_false"), on_true.ndim)
     values = np.where(keep, on_true, on_false).astype(F32)
     io.write(0, values)
@@ -269,7 +270,8 @@ def _select_reduce(ins: Instruction, io: Operands) -> None:
 @EXECUTE.register(Opcode.STREAM_SHUFFLE)
 def _stream_shuffle(ins: Instruction, io: Operands) -> None:
     """Within each 32-partition group, dst partition i takes src partition mask[i] (255 keeps dst)."""
-    src, result = io.f32(0), io.current(0).copy()
+    result = io.current(0).copy()
+    src = io.f32(0).reshape((-1, *result.shape[1:]))
     mask = ins.param("shuffle_mask")
     for p in range(result.shape[0]):
         chosen = mask[p % len(mask)]

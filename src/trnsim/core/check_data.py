@@ -1,0 +1,99 @@
+"""CHECK rules of data movement, fills, registers and LNC exchange (nki.isa.<name> docs), and the
+rule for x4-packed MX dtypes that every instruction obeys."""
+
+from __future__ import annotations
+
+from trnsim.core.check import CHECK, MX_PACKED, _fail, shape_of
+from trnsim.core.isa import Opcode
+from trnsim.core.trace import Instruction, Region
+from trnsim.errors import DTypeError, ShapeError
+
+_PACKED_PRODUCERS = frozenset({Opcode.QUANTIZE_MX, Opcode.MATMUL_MX})
+_MOVES = frozenset({Opcode.DMA_COPY, Opcode.TENSOR_COPY, Opcode.SENDRECV})
+
+
+def check_packed(ins: Instruction) -> None:
+    """x4-packed MX tiles hold four values per element: engines cannot compute on them. Only
+    quantize_mx and nc_matmul_mx (their own rules say how) and copies to the same dtype touch them."""
+    if ins.opcode in _PACKED_PRODUCERS:
+        return
+    packed = [region for region in ins.outputs + ins.inputs if region.dtype in MX_PACKED]
+    if not packed:
+        return
+    plain_move = (ins.opcode in _MOVES and ins.param("reduce_op") is None and not ins.param("indirect")
+                  and ins.inputs[0].dtype == ins.outputs[0].dtype)
+    if not plain_move:
+        region = packed[0]
+        _fail(DTypeError, ins, f"{region.name!r} is {region.dtype}, which packs four values per element; "
+              f"only copies to the same dtype, quantize_mx and nc_matmul_mx handle it",
+              hint="use nisa.quantize_mx to produce MX data")
+
+
+def _same_size(ins: Instruction, src: Region, dst: Region) -> None:
+    if src.elements != dst.elements:
+        _fail(ShapeError, ins, f"dst {dst.name!r} {list(shape_of(dst))} and {src.name!r} "
+              f"{list(shape_of(src))} have different sizes ({dst.elements} and {src.elements} elements)")
+
+
+@CHECK.register(Opcode.DMA_COPY)
+def _dma_copy(ins: Instruction, core) -> None:
+    """Every source has dst's size; an indirect copy's index tile has a step for each position of the
+    indirect dim."""
+    dst, src = ins.outputs[0], ins.inputs[0]
+    indirect = ins.param("indirect")
+    sources = ins.inputs[:-1] if indirect else ins.inputs
+    for region in sources:
+        _same_size(ins, region, dst)
+    if indirect:
+        view, index = (src if indirect == "src" else dst), ins.inputs[-1]
+        dim = ins.param("indirect_dim")
+        shape = shape_of(view)
+        if not 0 <= dim < len(shape) or index.elements < shape[dim]:
+            _fail(ShapeError, ins, f"indirect {indirect} {view.name!r} {list(shape)} steps dim {dim} by an "
+                  f"index tile {index.name!r} of {index.elements} elements; it needs one per position")
+
+
+@CHECK.register(Opcode.TENSOR_COPY, Opcode.SENDRECV)
+def _copy(ins: Instruction, core) -> None:
+    """A copy moves every element of src to dst: the same number of elements."""
+    _same_size(ins, ins.inputs[0], ins.outputs[0])
+
+
+@CHECK.register(Opcode.DMA_TRANSPOSE)
+def _dma_transpose(ins: Instruction, core) -> None:
+    """axes is a permutation of src's dims, and dst has src's shape permuted by it."""
+    src, dst = ins.inputs[0], ins.outputs[0]
+    shape, axes = shape_of(src), tuple(ins.param("axes"))
+    if sorted(axes) != list(range(len(shape))):
+        _fail(ShapeError, ins, f"axes={axes} is not a permutation of the {len(shape)} dims of src "
+              f"{src.name!r} {list(shape)}")
+    permuted = tuple(shape[axis] for axis in axes)
+    if shape_of(dst) != permuted:
+        _fail(ShapeError, ins, f"dst {dst.name!r} is {list(shape_of(dst))}; src {list(shape)} transposed by "
+              f"axes={axes} is {list(permuted)}")
+
+
+@CHECK.register(Opcode.TENSOR_COPY_PREDICATED)
+def _copy_predicated(ins: Instruction, core) -> None:
+    """The predicate has one value per dst element, on the same partitions."""
+    predicate, dst = ins.inputs[1], ins.outputs[0]
+    if predicate.partition_count != dst.partition_count:
+        _fail(ShapeError, ins, f"predicate {predicate.name!r} spans {predicate.partition_count} partitions "
+              f"but dst {dst.name!r} spans {dst.partition_count}")
+
+
+@CHECK.register(Opcode.MEMSET, Opcode.REGISTER_MOVE, Opcode.CORE_BARRIER)
+def _nothing_to_relate(ins: Instruction, core) -> None:
+    """memset has one operand, register_move and core_barrier none: with no two operands to relate,
+    the generic checks (memories, partitions, dtypes, the immediate's kind and range) are the whole
+    contract."""
+
+
+@CHECK.register(Opcode.REGISTER_LOAD, Opcode.REGISTER_STORE)
+def _register_tile(ins: Instruction, core) -> None:
+    """A register holds one value: the tile it is loaded from or stored to has one element."""
+    region = (ins.inputs or ins.outputs)[0]
+    if region.elements != 1:
+        _fail(ShapeError, ins, f"{region.name!r} {list(shape_of(region))} has {region.elements} elements; "
+              f"a register moves one value", hint="index one element, e.g. t[0:1, 0:1]")
+

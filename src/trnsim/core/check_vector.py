@@ -1,0 +1,229 @@
+"""CHECK rules of the Vector and Scalar engines: the shape relations between operands.
+
+The generic checks of core/check.py have already compared data and dst partitions (and, for
+element-wise instructions, their free sizes) and each [P, 1] scalar operand. These rules add
+what each instruction needs beyond that, so that everything they let through executes and gives
+the result the NKI ISA documents (awsdocs-neuron, nki.isa.<name>).
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from trnsim.core.check import CHECK, _fail, _free, shape_of
+from trnsim.core.isa import Engine, Memory, Opcode
+from trnsim.core.trace import InputRef, Instruction, Region
+from trnsim.errors import ArgumentError, DTypeError, KernelError, ShapeError
+
+BN_STATS_VALUES = 6
+"""bn_stats writes count, mean and variance*count of the even and of the odd elements (nki.isa.bn_stats)."""
+BN_AGGR_VALUES = 2
+"""bn_aggr writes a mean and a variance per partition from (count, mean, M2) triples (nki.isa.bn_aggr)."""
+TOP_VALUES = 8
+"""max8, nc_find_index8 and nc_match_replace8 work on 8 values per partition (nki.isa.max8)."""
+
+
+def _dims(region: Region) -> str:
+    return f"[{region.partition_count}, {_free(region)}]"
+
+
+def same_layout(ins: Instruction, region: Region, like: Region) -> None:
+    """`region` combines element by element with `like`: same partitions, same free size."""
+    if region.partition_count != like.partition_count or _free(region) != _free(like):
+        _fail(ShapeError, ins, f"{region.name!r} is {_dims(region)} (partitions x elements per partition) "
+              f"but {like.name!r} is {_dims(like)}; they combine element by element",
+              hint="give both operands the same partitions and free size")
+
+
+def per_partition(ins: Instruction, region: Region, role: str, values: int = 1) -> None:
+    """An output with `values` elements in each partition of the data (reduce_res is [P, 1])."""
+    partitions = ins.inputs[0].partition_count
+    if region.partition_count != partitions or _free(region) != values:
+        _fail(ShapeError, ins, f"{role} {region.name!r} is {_dims(region)}; it must be "
+              f"[{partitions}, {values}] ({values} per partition of the data)")
+
+
+def _reduce_res(ins: Instruction) -> None:
+    """reduce_res, when given, holds one value per partition."""
+    if len(ins.outputs) > 1:
+        per_partition(ins, ins.outputs[1], "reduce_res")
+
+
+@CHECK.register(Opcode.ACTIVATION)
+def _activation(ins: Instruction, core) -> None:
+    """activate2 (trn3) needs both operators and both immediates; reduce_res is [P, 1]."""
+    ops = [ins.param(key) for key in ("op0", "op1", "imm0", "imm1")]
+    if any(value is not None for value in ops[:2]) and any(value is None for value in ops):
+        given = ", ".join(f"{key}={value!r}" for key, value in zip(("op0", "op1", "imm0", "imm1"), ops,
+                                                                   strict=True))
+        _fail(ArgumentError, ins, f"activate2 needs op0, op1, imm0 and imm1; got {given}")
+    _reduce_res(ins)
+
+
+@CHECK.register(Opcode.ACTIVATION_REDUCE, Opcode.EXPONENTIAL, Opcode.RANGE_SELECT)
+def _reduce_res_only(ins: Instruction, core) -> None:
+    """Element-wise data and dst are the generic checks' business; reduce_res is [P, 1]."""
+    _reduce_res(ins)
+
+
+@CHECK.register(Opcode.TENSOR_SCALAR)
+def _tensor_scalar(ins: Instruction, core) -> None:
+    """A second operator needs its operand."""
+    if ins.param("op1") is not None and ins.param("operand1") is None:
+        _fail(ArgumentError, ins, f"op1={ins.param('op1')!r} without operand1", hint="pass operand1=")
+
+
+@CHECK.register(Opcode.SCALAR_TENSOR_TENSOR)
+def _scalar_tensor_tensor(ins: Instruction, core) -> None:
+    """operand1 is a whole tile combined element by element with (data op0 operand0)."""
+    operand1 = ins.param("operand1")
+    if type(operand1) is InputRef:
+        same_layout(ins, ins.inputs[operand1.index], ins.outputs[0])
+
+
+@CHECK.register(Opcode.TENSOR_TENSOR)
+def _tensor_tensor(ins: Instruction, core) -> None:
+    """Both inputs match dst; at most one of them is read from PSUM."""
+    same_layout(ins, ins.inputs[1], ins.outputs[0])
+    if all(region.memory is Memory.PSUM for region in ins.inputs[:2]):
+        _fail(KernelError, ins, "both inputs are in PSUM; tensor_tensor reads at most one input from PSUM",
+              hint="copy one operand to SBUF first")
+
+
+@CHECK.register(Opcode.TENSOR_REDUCE)
+def _tensor_reduce(ins: Instruction, core) -> None:
+    """The reduced axes are the last free dims (never the partition dim); dst holds the partitions
+    times the kept free dims."""
+    data, dst = ins.inputs[0], ins.outputs[0]
+    shape = shape_of(data)
+    rank, axes = len(shape), tuple(ins.param("axis"))
+    if not axes or axes != tuple(range(axes[0], rank)) or axes[0] < 1:
+        shown = axes[0] if len(axes) == 1 else list(axes)
+        _fail(ShapeError, ins, f"axis={shown} on a {rank}-D tile {list(shape)}: the reduced axes must be "
+              f"consecutive free dims (1..{rank - 1}) ending at dim {rank - 1}",
+              hint=f"e.g. axis={rank - 1} reduces the innermost dim; tensor_partition_reduce reduces "
+                   "across partitions")
+    kept = prod(shape[1:axes[0]])
+    if _free(dst) != kept:
+        _fail(ShapeError, ins, f"dst {list(shape_of(dst))} does not hold the result of reducing axes "
+              f"{axes} of {list(shape)}: {data.partition_count} partitions x {kept} values")
+
+
+@CHECK.register(Opcode.TENSOR_SCALAR_REDUCE)
+def _tensor_scalar_reduce(ins: Instruction, core) -> None:
+    """dst holds (data op0 operand0) element by element; reduce_res is [P, 1]."""
+    same_layout(ins, ins.inputs[0], ins.outputs[0])
+    _reduce_res(ins)
+
+
+@CHECK.register(Opcode.TENSOR_TENSOR_SCAN)
+def _tensor_tensor_scan(ins: Instruction, core) -> None:
+    """data0, data1 and dst step together along the free dims."""
+    for region in ins.inputs[:2]:
+        same_layout(ins, region, ins.outputs[0])
+
+
+@CHECK.register(Opcode.RECIPROCAL, Opcode.DROPOUT)
+def _elementwise(ins: Instruction, core) -> None:
+    """One input, one output element per input element, scalars [P, 1]: the generic checks say it all."""
+
+
+@CHECK.register(Opcode.TRANSPOSE)
+def _transpose(ins: Instruction, core) -> None:
+    """dst is [F, P] for src [P, F], within the engine's transpose size."""
+    src, dst = ins.inputs[0], ins.outputs[0]
+    limit = core.matmul_max_stationary_free if ins.engine is Engine.TENSOR else core.partitions // 4
+    if src.partition_count > limit or _free(src) > limit:
+        _fail(ShapeError, ins, f"transpose of {_dims(src)} on the {ins.engine.value} engine; the limit is "
+              f"{limit}x{limit}")
+    if dst.partition_count != _free(src) or _free(dst) != src.partition_count:
+        _fail(ShapeError, ins, f"dst {dst.name!r} is {_dims(dst)}; the transpose of {src.name!r} "
+              f"{_dims(src)} is [{_free(src)}, {src.partition_count}]")
+
+
+@CHECK.register(Opcode.BN_STATS)
+def _bn_stats(ins: Instruction, core) -> None:
+    """At most bn_stats_max_free elements per partition in; 6 statistics per partition out."""
+    free = _free(ins.inputs[0])
+    if free > core.bn_stats_max_free:
+        _fail(ShapeError, ins, f"bn_stats free size is {free}; the limit on {core.name} is "
+              f"{core.bn_stats_max_free}", hint="split into chunks and combine them with bn_aggr")
+    per_partition(ins, ins.outputs[0], "dst", BN_STATS_VALUES)
+
+
+@CHECK.register(Opcode.BN_AGGR)
+def _bn_aggr(ins: Instruction, core) -> None:
+    """data holds (count, mean, M2) triples from bn_stats; dst gets a mean and a variance."""
+    free = _free(ins.inputs[0])
+    if free == 0 or free % 3:
+        _fail(ShapeError, ins, f"data {ins.inputs[0].name!r} has {free} elements per partition; bn_aggr "
+              f"reads (count, mean, M2) triples, so a multiple of 3", hint="pass the bn_stats outputs")
+    per_partition(ins, ins.outputs[0], "dst", BN_AGGR_VALUES)
+
+
+@CHECK.register(Opcode.SELECT_REDUCE)
+def _select_reduce(ins: Instruction, core) -> None:
+    """predicate, on_true and dst match element by element; reduce_res is [P, 1]."""
+    same_layout(ins, ins.inputs[1], ins.outputs[0])
+    _reduce_res(ins)
+
+
+@CHECK.register(Opcode.MAX8)
+def _max8(ins: Instruction, core) -> None:
+    """The 8 largest of at least 8 values per partition."""
+    src = ins.inputs[0]
+    if _free(src) < TOP_VALUES:
+        _fail(ShapeError, ins, f"src {src.name!r} has {_free(src)} elements per partition; max8 reads at "
+              f"least {TOP_VALUES}")
+    per_partition(ins, ins.outputs[0], "dst", TOP_VALUES)
+
+
+@CHECK.register(Opcode.FIND_INDEX8)
+def _find_index8(ins: Instruction, core) -> None:
+    """8 values per partition to look for, 8 indices per partition out."""
+    per_partition(ins, ins.inputs[1], "vals", TOP_VALUES)
+    per_partition(ins, ins.outputs[0], "dst", TOP_VALUES)
+
+
+@CHECK.register(Opcode.MATCH_REPLACE8)
+def _match_replace8(ins: Instruction, core) -> None:
+    """dst is data with up to 8 values per partition replaced; dst_idx holds their 8 indices."""
+    same_layout(ins, ins.inputs[0], ins.outputs[0])
+    per_partition(ins, ins.inputs[1], "vals", TOP_VALUES)
+    if len(ins.outputs) > 1:
+        per_partition(ins, ins.outputs[1], "dst_idx", TOP_VALUES)
+
+
+_KEEP = 255
+"""A shuffle_mask entry that leaves the dst partition unchanged (nki.isa.nc_stream_shuffle)."""
+
+
+@CHECK.register(Opcode.STREAM_SHUFFLE)
+def _stream_shuffle(ins: Instruction, core) -> None:
+    """Within each 32-partition quadrant, dst partition i copies src partition mask[i] of the same
+    quadrant (255 keeps dst): one mask entry per quadrant partition, naming a src partition that
+    exists; src and dst have the same dtype and free size."""
+    src, dst = ins.inputs[0], ins.outputs[0]
+    quadrant, mask = core.partitions // 4, tuple(ins.param("shuffle_mask"))
+    if len(mask) != quadrant or any(not 0 <= m < quadrant and m != _KEEP for m in mask):
+        _fail(ShapeError, ins, f"shuffle_mask has {len(mask)} entries {list(mask)[:8]}...; it needs "
+              f"{quadrant}, each a partition 0..{quadrant - 1} of the quadrant or {_KEEP} (keep dst)")
+    if src.dtype != dst.dtype:
+        _fail(DTypeError, ins, f"src is {src.dtype} but dst is {dst.dtype}; nc_stream_shuffle does not cast")
+    if _free(src) != _free(dst):
+        _fail(ShapeError, ins, f"src {src.name!r} is {_dims(src)} and dst {dst.name!r} is {_dims(dst)}; "
+              f"they need the same number of elements per partition")
+    for p in range(dst.partition_count):
+        chosen = mask[p % quadrant]
+        source = (p // quadrant) * quadrant + chosen
+        if chosen != _KEEP and source >= src.partition_count:
+            _fail(ShapeError, ins, f"dst partition {p} copies src partition {source} (shuffle_mask"
+                  f"[{p % quadrant}]={chosen}), but src {src.name!r} has {src.partition_count} partitions")
+
+
+@CHECK.register(Opcode.RNG)
+def _rng(ins: Instruction, core) -> None:
+    """rand2 (trn3) draws from [low, high): both bounds, low first."""
+    low, high = ins.param("low"), ins.param("high")
+    if (low is None) != (high is None) or (low is not None and not low <= high):
+        _fail(ArgumentError, ins, f"random bounds min={low}, max={high}; rand2 needs min <= max")
