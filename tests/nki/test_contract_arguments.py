@@ -28,18 +28,21 @@ def _run(body, target="trn2"):
 
 def test_a_1x1_operand_is_not_broadcast_over_32_partitions():
     """It used to read partition 0's value for every partition; the ISA takes a [P, 1] operand."""
-    with pytest.raises(ShapeError, match=r"test_contract_arguments\.py:\d+ in <lambda>: nisa.tensor_scalar: "
-                                         r"operand0 is a \[1, 1\] tile; a per-partition operand here is \[32, 1\]"):
+    expected = (r"test_contract_arguments\.py:\d+ in <lambda>: nisa.tensor_scalar: "
+                r"operand0 is a \[1, 1\] tile; a per-partition operand here is \[32, 1\]")
+    with pytest.raises(ShapeError, match=expected):
         _run(lambda tile, corner: nisa.tensor_scalar(dst=tile, data=tile, op0=nl.add, operand0=corner))
 
 
 @pytest.mark.parametrize("call,argument", [
-    (lambda tile, corner: nisa.tensor_scalar(dst=tile, data=tile, op0=nl.add, operand0=None), "operand0=None"),
+    (lambda tile, corner: nisa.tensor_scalar(dst=tile, data=tile, op0=nl.add, operand0=None),
+     "operand0=None"),
     (lambda tile, corner: nisa.memset(dst=tile, value=None), "value=None"),
     (lambda tile, corner: nisa.dropout(dst=tile, data=tile, prob=2.0), "prob=2.0"),
     (lambda tile, corner: nisa.dropout(dst=tile, data=tile, prob=-0.5), "prob=-0.5"),
     (lambda tile, corner: nisa.activation(dst=tile, op=nl.exp, data=tile, scale="2"), "scale='2'"),
-    (lambda tile, corner: nisa.tensor_scalar(dst=tile, data=tile, op0=nl.add, operand0=1e39), "operand0=1e+39"),
+    (lambda tile, corner: nisa.tensor_scalar(dst=tile, data=tile, op0=nl.add, operand0=1e39),
+     "operand0=1e+39"),
     (lambda tile, corner: nisa.tensor_tensor(dst=tile, data1=tile, data2=tile, op=nl.exp), "op='exp'"),
     (lambda tile, corner: nisa.tensor_reduce(dst=tile[:, 0:1], op=nl.subtract, data=tile, axis=1),
      "op='subtract'"),
