@@ -23,6 +23,7 @@ from trnsim.numerics.formats import FloatFormat, IntFormat, get_float_format, ge
 ROUNDINGS = ("nearest", "stochastic")
 SR_ENABLE_ENV = "NEURON_RT_STOCHASTIC_ROUNDING_EN"
 SR_SEED_ENV = "NEURON_RT_STOCHASTIC_ROUNDING_SEED"
+FLOAT32 = get_format("float32")
 
 _stream: contextvars.ContextVar[np.random.Generator | None] = contextvars.ContextVar(
     "trnsim_rounding_stream", default=None)
@@ -102,9 +103,6 @@ def cast(x, fmt, rounding: str | None = None, seed=None, saturate: bool | None =
     if isinstance(fmt, IntFormat):
         return _cast_int(x, fmt, rounding or "nearest", seed, saturate)
     return _cast_float(x, fmt, rounding or default_rounding(), seed, bool(saturate), generic)
-
-
-FLOAT32 = get_format("float32")
 
 
 def _cast_float(x, fmt: FloatFormat, rounding: str, seed, saturate: bool, generic: bool) -> np.ndarray:

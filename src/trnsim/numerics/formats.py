@@ -212,7 +212,8 @@ def float_format(*, exponent_bits: int, mantissa_bits: int, bias: int | None = N
 def with_bias(fmt: FloatFormat, bias: int) -> FloatFormat:
     """The same format with another exponent bias (Trn2's adjustable cFP8 bias, §1.3)."""
     fmt = get_float_format(fmt)
-    if params.integer(bias, "bias") == fmt.bias:
+    bias = params.integer(bias, "bias")
+    if bias == fmt.bias:
         return fmt
     return dataclasses.replace(fmt, name=f"{fmt.name}_bias{bias}", bias=bias, aliases=(),
                                ml_dtypes_name=None, torch_name=None, nki_name=None)

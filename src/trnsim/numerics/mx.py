@@ -150,7 +150,7 @@ def quantize_mx(x, fmt="mxfp8_e4m3", *, axis: int = -1, block: int = DEFAULT_BLO
     codes = np.where(finite, exponent + E8M0_BIAS, E8M0_NAN).astype(np.uint8)
     shape = np.moveaxis(arr, axis, -1).shape
     return MXArray(format=fmt, elements=np.moveaxis(elements.reshape(shape), -1, axis),
-                   scales=np.moveaxis(codes.view(get_format("float8_e8m0fnu").numpy_dtype), -1, axis),
+                   scales=np.moveaxis(codes.view(_E8M0_DTYPE), -1, axis),
                    axis=axis, block=block)
 
 
