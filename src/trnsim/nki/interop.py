@@ -1,15 +1,18 @@
 """Kernel arguments in and results out: numpy, torch and JAX arrays to HBM tensors and back.
 
 Results come back as the kind the caller passed (torch in, torch out; tensors on the "neuron"
-device come back on it). Inputs the kernel wrote
+device come back on it); bool tensors, which NKI stores as bytes, come back as bool. Inputs the kernel wrote
 are updated in place, as the official simulator does. torch and JAX are imported only when the
 caller passes their arrays.
 """
 
 from __future__ import annotations
 
+from math import prod
+
 import numpy as np
 
+from trnsim.core.memory import check_shape
 from trnsim.core.trace import Trace
 from trnsim.errors import ConfigError
 from trnsim.nki import backend, dtypes
@@ -59,12 +62,25 @@ def to_hbm(args, kwargs, region: str) -> tuple[str, list, dict]:
             return value
         if which == "spec":
             return backend.new_tensor(value.shape, value.dtype, place, name, kernel_made=False)
+        if which != "numpy":  # torch and JAX arrays are copied to the host: check the size first
+            _check_fits(value, name)
         array = _to_numpy(value, which)
         return backend.new_tensor(array.shape, array.dtype, place, name, values=array, kernel_made=False)
 
     hbm_args = [convert(v, f"arg{i}") for i, v in enumerate(args)]
     hbm_kwargs = {k: convert(v, k) for k, v in kwargs.items()}
     return kind, hbm_args, hbm_kwargs
+
+
+def _check_fits(value, name: str) -> None:
+    """Refuse a torch/JAX array HBM cannot hold before it is copied (an expanded 1 TiB view costs
+    a few bytes until then)."""
+    shape = tuple(int(size) for size in value.shape)
+    item_bytes = value.element_size() if hasattr(value, "element_size") else np.dtype(value.dtype).itemsize
+    check_shape(shape, f"tensor {name!r}")
+    hbm = backend.core().memory.hbm
+    if hbm is not None:
+        hbm.check(prod(shape) * item_bytes, name)
 
 
 def write_back(args, hbm_args, trace: Trace, with_values: bool) -> None:
@@ -106,6 +122,8 @@ def from_hbm(result, kind: str, handed: set[int] | None = None):
             handed.discard(storage.id)  # a second result on the same buffer gets its own copy
         else:
             values = np.array(values)
+        if result.element.name == "bool_":
+            values = values.astype(np.bool_)
         if kind == "torch":
             return _to_torch(values)
         if kind == "neuron":  # tensors on trnsim's torch device come back on it

@@ -10,17 +10,22 @@ official simulator's default when no chip is detected).
 
 from __future__ import annotations
 
+import difflib
 import functools
+import inspect
+import numbers
 import os
+import sys
 import threading
 from dataclasses import dataclass
 from math import prod
 
 from trnsim import config, hardware
 from trnsim.core import blas
+from trnsim.core.isa import Memory
 from trnsim.core.machine import Launch, NeuronCore
 from trnsim.core.trace import Trace
-from trnsim.errors import ConfigError, KernelError
+from trnsim.errors import ConfigError, KernelError, ShapeError, SourceLoc, TrnsimError
 from trnsim.nki import backend, dtypes, interop
 from trnsim.nki.tensor import NkiTensor
 
@@ -29,15 +34,36 @@ _TARGET_NAMES = {"trn1": "trn1", "gen2": "trn1", "inf2": "inf2", "trn2": "trn2",
                  "trn3": "trn3", "gen4": "trn3"}
 
 
+MAX_PROGRAMS = 1 << 16
+"""Most programs one launch grid may have. trnsim runs a grid's programs one after another, so a
+grid far larger than any kernel uses (10^9 programs) would run for days instead of failing."""
+
+
 def resolve_target(target: str | None = None) -> str:
-    """The hardware target name for an explicit choice or the environment."""
-    chosen = target or os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE") or config.current().target
-    chosen = (chosen or DEFAULT_TARGET).strip().lower()
+    """The hardware target name for an explicit choice (None: the environment's, else trn3)."""
+    if target is None:
+        environment = os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE") or config.current().target
+        target = environment or DEFAULT_TARGET
+    elif not isinstance(target, str):
+        raise ConfigError(f"target={target!r} is not a target name", hint=_TARGET_HINT)
     try:
-        return _TARGET_NAMES[chosen]
+        return _TARGET_NAMES[target.strip().lower()]
     except KeyError:
-        raise ConfigError(f"unknown NKI target {chosen!r}",
-                          hint=f"use one of {sorted(_TARGET_NAMES)}") from None
+        raise ConfigError(f"unknown NKI target {target!r}{_what_it_is(target)}", hint=_TARGET_HINT) from None
+
+
+_TARGET_HINT = "use trn1, trn2 or trn3 (or inf2, gen2, gen3, gen4)"
+
+
+def _what_it_is(name: str) -> str:
+    """A pointer for a name that is not a target: the targets of a core name, or close matches."""
+    try:
+        core = hardware.core(name.strip())
+    except TrnsimError:
+        close = difflib.get_close_matches(name.strip().lower(), list(_TARGET_NAMES), n=2)
+        return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+    targets = [t for t in hardware.TARGETS if hardware.core(t).name == core.name]
+    return f": {core.name} is a NeuronCore, the core of target {' and '.join(map(repr, targets))}"
 
 
 @dataclass(frozen=True)
@@ -47,11 +73,25 @@ class TensorSpec:
     shape: tuple[int, ...]
     dtype: str = "float32"
 
+    def __post_init__(self):
+        dims = tuple(self.shape) if isinstance(self.shape, tuple | list) else (self.shape,)
+        if not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) and d >= 1 for d in dims):
+            caller = sys._getframe(2)  # the line that made the spec (frame 1 is dataclass's __init__)
+            where = SourceLoc(caller.f_code.co_filename, caller.f_lineno, caller.f_code.co_name)
+            raise ShapeError(f"TensorSpec shape {self.shape!r}: every dim must be an integer of at least 1",
+                             where=where)
+        object.__setattr__(self, "shape", tuple(int(d) for d in dims))
+
 
 class Kernel:
     """A kernel function plus its launch grid. Calling it simulates it."""
 
     def __init__(self, fn, grid: tuple[int, ...] = (), options: dict | None = None):
+        if any(test(fn) for test in (inspect.isgeneratorfunction, inspect.isasyncgenfunction,
+                                     inspect.iscoroutinefunction)):
+            raise KernelError(f"kernel {getattr(fn, '__name__', fn)!r} is a generator or coroutine function "
+                              f"(its body has a yield or is async): calling it would run nothing",
+                              where=_kernel_site(fn), hint="write the kernel as a plain function")
         self.fn = fn
         self.grid = grid
         self.options = dict(options or {})
@@ -59,8 +99,7 @@ class Kernel:
         functools.update_wrapper(self, fn)
 
     def __getitem__(self, grid) -> Kernel:
-        grid = grid if isinstance(grid, tuple) else (grid,)
-        return Kernel(self.fn, tuple(int(getattr(g, "size", g)) for g in grid), self.options)
+        return Kernel(self.fn, _launch_grid(grid if isinstance(grid, tuple) else (grid,)), self.options)
 
     def __call__(self, *args, target: str | None = None, **kwargs):
         return run(self, args, kwargs, target=target, with_values=True)
@@ -68,6 +107,25 @@ class Kernel:
     def with_schedule(self, schedule) -> Kernel:
         """Scheduling hints do not change values; recorded for the timing model."""
         return Kernel(self.fn, self.grid, {**self.options, "schedule": tuple(schedule)})
+
+
+def _launch_grid(grid: tuple) -> tuple[int, ...]:
+    """`kernel[...]`'s grid: whole numbers of programs, at least 1 each, MAX_PROGRAMS at most in all."""
+    for size in grid:
+        if isinstance(size, bool) or not isinstance(size, numbers.Integral) or size < 1:
+            raise KernelError(f"launch grid {list(grid)}: {size!r} is not a number of programs (a whole "
+                              f"number of at least 1)", hint="launch with kernel[n] or kernel[nx, ny]")
+    grid = tuple(int(size) for size in grid)
+    if prod(grid) > MAX_PROGRAMS:
+        raise KernelError(f"launch grid {list(grid)} has {prod(grid)} programs; trnsim runs at most "
+                          f"{MAX_PROGRAMS} in one launch", hint="launch a smaller grid, or several")
+    return grid
+
+
+def _kernel_site(fn) -> SourceLoc | None:
+    """The kernel's `def` line, for errors about the kernel as a whole."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    return SourceLoc(code.co_filename, code.co_firstlineno, code.co_name) if code else None
 
 
 def jit(fn=None, **options):
@@ -117,7 +175,7 @@ def run(kernel: Kernel, args, kwargs, *, target: str | None, with_values: bool):
     kernel.last_trace = launch.trace
     interop.write_back(args, hbm_args, launch.trace, with_values)
     result = results[0]
-    _check_outputs(result, launch)
+    _check_outputs(result, launch, kernel.fn)
     return interop.from_hbm(result, kind, set(launch.created)) if with_values else result
 
 
@@ -148,6 +206,8 @@ def _launch(fn, cores, args, kwargs) -> list:
             program(index)
             if errors:
                 break
+    for core in cores:
+        core.memory.end_launch()  # a tile the kernel kept is refused by later launches
     if errors:
         raise errors[0]
     return results
@@ -162,10 +222,17 @@ def _first_error(core: NeuronCore, error: BaseException) -> BaseException:
     return error
 
 
-def _check_outputs(result, launch: Launch) -> None:
-    """Kernel outputs must live in shared HBM (NKI 0.3.0 and later)."""
+def _check_outputs(result, launch: Launch, fn) -> None:
+    """Kernel outputs must be HBM tensors in shared HBM (NKI 0.3.0 and later), never on-chip tiles."""
     for tensor in interop.flatten(result):
-        created = isinstance(tensor, NkiTensor) and tensor.storage.id in launch.created
+        if not isinstance(tensor, NkiTensor):
+            continue
+        if tensor.storage.memory is not Memory.HBM:
+            memory = tensor.storage.memory.value.upper()
+            raise KernelError(f"kernel output {tensor.name!r} is an on-chip {memory} tile; kernels return "
+                              f"HBM tensors", where=_kernel_site(fn), op="return",
+                              hint="copy it into nl.ndarray(..., buffer=nl.shared_hbm) and return that")
+        created = tensor.storage.id in launch.created
         if created and dtypes.region_of(tensor.storage) is not dtypes.SHARED_HBM:
             where = launch.created[tensor.storage.id]
             raise KernelError(f"kernel output {tensor.name!r} is in {tensor.buffer!r}, not nl.shared_hbm",
