@@ -32,7 +32,7 @@ def reg():
     return nisa.register_alloc(3)
 
 
-ADD, EXP, GE, LT = nl.add, nl.exp, nl.greater_equal, nl.less
+ADD, MUL, EXP, GE, LT = nl.add, nl.multiply, nl.exp, nl.greater_equal, nl.less
 I32, U32 = nl.int32, nl.uint32
 CASES = [
     ("dma_copy", lambda: nisa.dma_copy(dst=t(128, 8), src=t(128, 8)),
@@ -71,6 +71,13 @@ CASES = [
      lambda: nisa.tensor_reduce(dst=t(128, 1), op=ADD, data=t(128, 4), axis=5), ShapeError),
     ("tensor_reduce axes", lambda: nisa.tensor_reduce(dst=t(128, 1), op=ADD, data=t(128, 2, 4), axis=(1, 2)),
      lambda: nisa.tensor_reduce(dst=t(128, 4), op=ADD, data=t(128, 2, 4), axis=1), ShapeError),
+    ("tensor_reduce bits", lambda: nisa.tensor_reduce(dst=t(128, 1, dtype=I32), op=nl.bitwise_or,
+                                                      data=t(128, 4, dtype=I32), axis=1),
+     lambda: nisa.tensor_reduce(dst=t(128, 1), op=nl.bitwise_or, data=t(128, 4), axis=1), DTypeError),
+    ("tensor_scalar_reduce op0", lambda: nisa.tensor_scalar_reduce(dst=t(128, 8), data=t(128, 8), op0=MUL,
+                                                                   operand0=2.0, reduce_op=ADD),
+     lambda: nisa.tensor_scalar_reduce(dst=t(128, 8), data=t(128, 8), op0=nl.bitwise_and, operand0=2.0,
+                                       reduce_op=ADD), ArgumentError),
     ("tensor_scalar_reduce", lambda: nisa.tensor_scalar_reduce(dst=t(128, 8), data=t(128, 8), op0=ADD,
                                                                operand0=1.0, reduce_op=ADD,
                                                                reduce_res=t(128, 1)),
@@ -106,6 +113,9 @@ CASES = [
      lambda: nisa.max8(dst=t(128, 8), src=t(128, 4)), ShapeError),
     ("nc_find_index8", lambda: nisa.nc_find_index8(dst=t(128, 8, dtype=U32), data=t(128, 16), vals=t(128, 8)),
      lambda: nisa.nc_find_index8(dst=t(128, 4, dtype=U32), data=t(128, 16), vals=t(128, 8)), ShapeError),
+    ("nc_find_index8 dtype", lambda: nisa.nc_find_index8(dst=t(128, 8, dtype=nl.uint16), data=t(128, 16),
+                                                         vals=t(128, 8)),
+     lambda: nisa.nc_find_index8(dst=t(128, 8), data=t(128, 16), vals=t(128, 8)), DTypeError),
     ("nc_match_replace8", lambda: nisa.nc_match_replace8(dst=t(128, 16), data=t(128, 16), vals=t(128, 8),
                                                          imm=0.0),
      lambda: nisa.nc_match_replace8(dst=t(128, 16), data=t(128, 16), vals=t(128, 4), imm=0.0), ShapeError),

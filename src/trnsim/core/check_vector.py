@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from math import prod
 
+from trnsim.core import alu
 from trnsim.core.check import CHECK, _fail, _free, shape_of
 from trnsim.core.isa import Engine, Memory, Opcode
 from trnsim.core.trace import InputRef, Instruction, Region
@@ -104,14 +105,27 @@ def _tensor_reduce(ins: Instruction, core) -> None:
               hint=f"e.g. axis={rank - 1} reduces the innermost dim; tensor_partition_reduce reduces "
                    "across partitions")
     kept = prod(shape[1:axes[0]])
+    if ins.param("op") in alu.BITWISE:
+        _integers(ins, data, dst)
     if _free(dst) != kept:
         _fail(ShapeError, ins, f"dst {list(shape_of(dst))} does not hold the result of reducing axes "
               f"{axes} of {list(shape)}: {data.partition_count} partitions x {kept} values")
 
 
+def _integers(ins: Instruction, *regions: Region) -> None:
+    """Bitvec operators treat elements as bit patterns: integer tiles only (nki.isa.tensor_reduce)."""
+    for region in regions:
+        if not region.dtype.startswith(("int", "uint")):
+            _fail(DTypeError, ins, f"{region.name!r} is {region.dtype}; op={ins.param('op')} works on the "
+                  f"bits of integer tiles")
+
+
 @CHECK.register(Opcode.TENSOR_SCALAR_REDUCE)
 def _tensor_scalar_reduce(ins: Instruction, core) -> None:
-    """dst holds (data op0 operand0) element by element; reduce_res is [P, 1]."""
+    """dst holds (data op0 operand0) element by element, op0 arithmetic; reduce_res is [P, 1]."""
+    if ins.param("op0") in alu.BITWISE:
+        _fail(ArgumentError, ins, f"op0={ins.param('op0')}; tensor_scalar_reduce takes an arithmetic "
+              f"operator, not a bitvec one", hint="use tensor_scalar, then tensor_reduce")
     same_layout(ins, ins.inputs[0], ins.outputs[0])
     _reduce_res(ins)
 
@@ -178,11 +192,17 @@ def _max8(ins: Instruction, core) -> None:
     per_partition(ins, ins.outputs[0], "dst", TOP_VALUES)
 
 
+_INDEX_DTYPES = ("uint16", "uint32")
+"""What nc_find_index8 writes its indices as (nki.isa.nc_find_index8)."""
+
+
 @CHECK.register(Opcode.FIND_INDEX8)
 def _find_index8(ins: Instruction, core) -> None:
-    """8 values per partition to look for, 8 indices per partition out."""
+    """8 values per partition to look for, 8 uint16 or uint32 indices per partition out."""
     per_partition(ins, ins.inputs[1], "vals", TOP_VALUES)
     per_partition(ins, ins.outputs[0], "dst", TOP_VALUES)
+    if ins.outputs[0].dtype not in _INDEX_DTYPES:
+        _fail(DTypeError, ins, f"dst is {ins.outputs[0].dtype}; nc_find_index8 writes {list(_INDEX_DTYPES)}")
 
 
 @CHECK.register(Opcode.MATCH_REPLACE8)
