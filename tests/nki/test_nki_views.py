@@ -108,3 +108,19 @@ def test_indirect_dma_gather_scatter_and_oob_modes():
     expected = table.copy()
     expected[[5, 99, 0, 42]] = 7.0
     np.testing.assert_array_equal(updated, expected)
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda a: a.reshape((4, 0, 48)), "shape \\[4, 0, 48\\]"),
+    (lambda a: a.reshape((-8, -24)), "shape \\[-8, -24\\]"),  # the sizes multiply to 192: no longer enough
+    (lambda a: a.reshape((-1, -1)), "at most one dim may be -1"),
+    (lambda a: a.reshape((2.5, 4)), "every dim must be an integer"),
+    (lambda a: a[:, :, 0:1].broadcast(2, 0), "broadcast\\(2, 0\\)"),
+])
+def test_views_refuse_empty_and_negative_shapes(make, says):
+    with pytest.raises(ShapeError, match=says):
+        copy_view(make)
+
+
+def test_reshape_takes_numpy_integers():
+    np.testing.assert_array_equal(copy_view(lambda a: a.reshape((np.int64(8), -1))), X.reshape(8, -1))

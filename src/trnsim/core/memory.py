@@ -427,9 +427,9 @@ def _bytes_text(size: int) -> str:
 
 def check_shape(shape: tuple[int, ...], what: str) -> None:
     """Every dim of a shape is at least 1: a zero-size or negative dim is a kernel bug. `what` names
-    the shape's owner in the message ("tensor 'x'")."""
+    the shape's owner in the message ("tensor 'x'", "reshape of 'x'")."""
     if any(type(size) is not int or size < 1 for size in shape):
-        raise ShapeError(f"{what} has shape {list(shape)}; every dim must be an integer of at least 1")
+        raise ShapeError(f"{what}: shape {list(shape)}; every dim must be an integer of at least 1")
 
 
 class MemorySystem:

@@ -10,6 +10,7 @@ tensor is the partition dim; integer indexing there keeps the dim with size 1, a
 
 from __future__ import annotations
 
+import operator
 import re
 from math import prod
 
@@ -237,6 +238,7 @@ class NkiTensor(View):
         return self.permute(axes if axes is not None else list(reversed(range(self.ndim))))
 
     def broadcast(self, dim: int, size: int) -> NkiTensor:
+        (size,) = _dims((size,), f"broadcast({dim}, {size!r}) of {self.name!r}")
         if self.shape[dim] != 1:
             raise ShapeError(f"broadcast needs dim {dim} of size 1, {self.name!r} has {self.shape[dim]}")
         shape, strides = list(self.shape), list(self.strides)
@@ -266,6 +268,10 @@ class NkiTensor(View):
 
     def reshape(self, shape, *more) -> NkiTensor:
         shape = tuple(shape) + more if not isinstance(shape, int) else (shape,) + more
+        what = f"reshape of {self.name!r}"
+        shape = _dims(shape, what, unknown=True)
+        if shape.count(-1) > 1:
+            raise ShapeError(f"{what}: at most one dim may be -1")
         if -1 in shape:
             known = prod(s for s in shape if s != -1)
             shape = tuple(self.size // known if s == -1 else s for s in shape)
@@ -487,6 +493,17 @@ def _scalar(value) -> int:
     if value.size != 1:
         raise ShapeError(f"scalar_offset must be a 1x1 tile; {value.name!r} has shape {list(value.shape)}")
     return int(np.asarray(value.array()).reshape(-1)[0])
+
+
+def _dims(shape: tuple, what: str, unknown: bool = False) -> tuple[int, ...]:
+    """A shape given to a view method, as ints (numpy ints are fine) of at least 1; `unknown`
+    lets a dim be -1 (reshape's "the rest")."""
+    try:
+        dims = tuple(operator.index(size) for size in shape)
+    except TypeError:
+        raise ShapeError(f"{what}: every dim must be an integer") from None
+    check_shape(tuple(size for size in dims if not (unknown and size == -1)), what)
+    return dims
 
 
 def _check_index(index, dim: int, shape: list[int]) -> None:
