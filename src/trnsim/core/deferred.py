@@ -4,16 +4,16 @@ Why: an nc_matmul is a 128 x 128 x 512 GEMM, and most of a matmul kernel's time 
 One BLAS thread per instruction (nki/jit.py runs kernels so) uses one core; the usual NKI blocked
 matmul issues, for each output tile of a block, a K loop of matmuls into its own PSUM tile, and
 those chains are independent of each other. Queued, they run side by side on worker threads
-(BLAS releases the GIL), one chain per thread, each matmul the same `execute.run` call that
-eager execution makes.
+(ctypes lets go of the GIL during sgemm), one chain at a time per thread, each matmul the same
+`execute.run` call that eager execution makes.
 
 Why the values are bitwise those of eager execution: each matmul is computed by the same code
 with the same operands, shapes and strides, on one BLAS thread, in the same order within its
 PSUM tile; only which thread runs it changes. (BLAS sums one K tile in an order that depends on
 the GEMM's shape, its thread count and where an element falls in the kernel's register blocks,
 so one GEMM over a whole grid of tiles, as this module used to run, or a multi-threaded GEMM,
-differs in the last fp32 bits: 7% to 30% of elements on the project machine's OpenBLAS.) So
-eager, deferred, strict and LNC=2 runs of a kernel give the same bits.
+differs in the last fp32 bits: in 2% to 44% of the elements on the project machine's OpenBLAS,
+docs/emulator-speed.md.) So eager, deferred, strict and LNC=2 runs of a kernel give the same bits.
 
 The rules that make reordering safe:
 * The queue holds one segment. It starts at a matmul; every later instruction joins it, except a

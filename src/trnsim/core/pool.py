@@ -1,4 +1,4 @@
-"""Recycled backing memory for tile values, fp32 shadows and grid sums.
+"""Recycled backing memory for tile values and fp32 shadows.
 
 Why: a fresh large numpy array is fresh pages from the OS, and the first write to each page is a
 page fault. A 2048^3 blocked matmul kernel allocates ~130 MB of tiles per run (SBUF blocks, their

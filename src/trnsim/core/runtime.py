@@ -33,7 +33,7 @@ class Runtime:
     """Everything trnsim keeps between kernel launches, and `reset()` to forget it.
 
     Attributes:
-        pool: recycled memory for tile values, fp32 shadows and grid sums (core/pool.py).
+        pool: recycled memory for tile values and fp32 shadows (core/pool.py).
         kernel_lines: id(code) -> (code, its file if it is the user's, {bytecode offset:
             SourceLoc}) for every code object a kernel line was looked up through
             (core/machine.py); the entry holds its code object, so no other code can take the id.
