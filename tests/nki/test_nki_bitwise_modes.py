@@ -178,8 +178,10 @@ EXAMPLES = [
     (matmul.matmul_blocked, (bf16(384, 512), bf16(384, 1024))),
     (matmul_tutorial.matmul_hoisted, (bf16(256, 256), bf16(256, 1024))),
     (matmul_tutorial.matmul_blocked_mn, (bf16(256, 256), bf16(256, 1024))),
+    (matmul_tutorial.matmul_blocked_mnk, (bf16(512, 512), bf16(512, 1024), 2, 1, 2)),  # 2 blocks of M, N, K
     (flash_attention.flash_attention_causal, (bf16(256, 64), bf16(256, 64), bf16(256, 64))),
     (softmax.softmax_rows, (f32(200, 64),)),
+    (norms.rmsnorm, (f32(128, 256), f32(256))),
     (norms.layernorm, (f32(128, 256), f32(256), f32(256))),
     (selective_scan.selective_scan, (f32(128, 32), np.abs(f32(128, 32)) * 0.1 + 0.01,
                                      -np.abs(f32(128, 4)) - 0.5, f32(4, 32), f32(4, 32))),
