@@ -5,9 +5,9 @@ it defines, so that:
 * a call Python cannot bind (an unknown keyword such as a misspelled `acumulate=` or the old API's
   `mask=`, a missing argument, one too many) raises `ArgumentError` naming the argument and
   listing the parameters the call takes, instead of a bare TypeError from inside trnsim;
-* an argument that must be a tile (`dst`, `data`, `stationary`, ...: `TILE_ARGUMENTS`) but is None
-  (where None is not its default), a number, a string or a numpy array raises `ArgumentError`
-  naming it, before the call looks at its shape;
+* an argument whose name says what it is (`NISA_ARGUMENTS`, `NL_ARGUMENTS`: a tile, an integer,
+  axes) but that is something else (None where None is not its default, a string, a numpy array)
+  raises `ArgumentError` naming it, before the call looks at it;
 * any `TrnsimError` raised inside the call without a kernel line gets the line of the kernel
   that made the call (`TrnsimError.locate`).
 """
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from numbers import Integral, Real
 
 from trnsim.errors import ArgumentError, SourceLoc, TrnsimError
 from trnsim.nki.tensor import NkiTensor
@@ -23,35 +24,69 @@ from trnsim.nki.tensor import NkiTensor
 _OLD_API_KEYWORDS = {"mask": "mask= belongs to the old neuronxcc.nki API; in NKI 0.6 slice the tiles instead"}
 
 
-TILE_ARGUMENTS = frozenset({
+def _is_tile(value) -> bool:
+    return isinstance(value, NkiTensor)
+
+
+def _is_integer(value) -> bool:
+    """An int, a numpy integer, or a VirtualRegister (its value is read when it is used)."""
+    return (isinstance(value, Integral) and not isinstance(value, bool)) or hasattr(value, "read_value")
+
+
+def _is_tile_or_number(value) -> bool:
+    return _is_tile(value) or (isinstance(value, Real) and not isinstance(value, bool))
+
+
+def _is_shape(value) -> bool:
+    return _is_integer(value) or (isinstance(value, tuple | list) and all(map(_is_integer, value)))
+
+
+def _is_axes(value) -> bool:
+    return _is_integer(value) or (isinstance(value, tuple | list) and all(map(_is_integer, value)))
+
+
+TILE = (_is_tile, "a tile (an nl.ndarray or a view of one)")
+INTEGER = (_is_integer, "an integer")
+TILE_OR_NUMBER = (_is_tile_or_number, "a tile or a number")
+AXES = (_is_axes, "an axis or a tuple of axes (integers)")
+SHAPE = (_is_shape, "a shape (a tuple of integers)")
+
+NISA_ARGUMENTS = {name: TILE for name in (
     "dst", "src", "data", "data0", "data1", "data2", "stationary", "moving", "stationary_scale",
     "moving_scale", "predicate", "on_true_tile", "on_true", "vals", "indices", "index", "src_buffer",
-    "segment_ids", "dst_idx", "reduce_res", "dst_scale", "val_dst", "idx_dst"})
-"""Argument names that are tiles in every `nisa` call that has them."""
+    "segment_ids", "dst_idx", "reduce_res", "dst_scale", "val_dst", "idx_dst")} | {"n": INTEGER}
+"""What the `nisa` arguments of these names are, in every call that has them."""
+NL_ARGUMENTS = {name: TILE for name in ("x", "y", "src", "dst", "data", "indices", "condition", "w",
+                                         "value")} | {
+    name: INTEGER for name in ("start", "stop", "step", "lower", "upper", "n", "size")} | {
+    "axis": AXES, "shape": SHAPE}
+"""What the `nl` arguments of these names are; a function lists in `scalar_arguments` those of its
+arguments that may also be numbers (`nl.add(x, 2.0)`)."""
 
 
-def checked_calls(namespace: dict, prefix: str, tiles: frozenset[str] = frozenset()) -> None:
+def checked_calls(namespace: dict, prefix: str, kinds: dict | None = None) -> None:
     """Wrap the public functions of a front-end module (its `globals()`) in place; arguments named
-    in `tiles` must be tiles."""
+    in `kinds` must be of that kind."""
     for name, value in list(namespace.items()):
         if (not name.startswith("_") and inspect.isfunction(value)
                 and value.__module__.startswith("trnsim.nki") and not hasattr(value, "checked_call")):
-            namespace[name] = _checked(value, f"{prefix}.{name}", tiles)
+            namespace[name] = _checked(value, f"{prefix}.{name}", kinds or {})
 
 
-def _checked(function, call_name: str, tiles: frozenset[str]):
+def _checked(function, call_name: str, kinds: dict):
     parameters = inspect.signature(function).parameters
-    tile_positions = tuple((index, name, parameters[name].default is None)
-                           for index, name in enumerate(parameters) if name in tiles)
+    scalars = getattr(function, "scalar_arguments", ())
+    checks = tuple((index, name, parameters[name].default is None,
+                    TILE_OR_NUMBER if name in scalars else kinds[name])
+                   for index, name in enumerate(parameters) if name in kinds)
 
     @functools.wraps(function)
     def call(*args, **kwargs):
-        for index, name, may_be_none in tile_positions:
+        for index, name, may_be_none, (valid, what) in checks:
             value = args[index] if index < len(args) else kwargs.get(name, _ABSENT)
-            if isinstance(value, NkiTensor) or value is _ABSENT or (value is None and may_be_none):
+            if value is _ABSENT or (value is None and may_be_none) or valid(value):
                 continue
-            raise ArgumentError(f"{name} is {describe(value)}; it must be a tile (an nl.ndarray or a "
-                                f"view of one)", op=call_name)
+            raise ArgumentError(f"{name} is {describe(value)}; it must be {what}", op=call_name)
         try:
             return function(*args, **kwargs)
         except TrnsimError as error:

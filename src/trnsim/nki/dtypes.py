@@ -15,7 +15,7 @@ import numpy as np
 
 from trnsim.core.isa import Memory
 from trnsim.core.memory import Buffer, DType
-from trnsim.errors import ConfigError
+from trnsim.errors import ArgumentError, DTypeError
 
 _STORAGE = {
     "bool_": np.uint8, "int8": np.int8, "int16": np.int16, "int32": np.int32,
@@ -43,7 +43,7 @@ def dtype(value) -> DType:
     try:
         return DTYPES[name]
     except KeyError:
-        raise ConfigError(f"unknown dtype {value!r}", hint=f"use one of {', '.join(NAMES)}") from None
+        raise DTypeError(f"unknown dtype {value!r}", hint=f"use one of {', '.join(NAMES)}") from None
 
 
 def _name_of(value) -> str:
@@ -54,7 +54,7 @@ def _name_of(value) -> str:
         return str(value).rsplit(".", 1)[-1]
     try:
         return np.dtype(value).name
-    except TypeError:
+    except (TypeError, ValueError):
         return str(value)
 
 
@@ -79,7 +79,7 @@ REGIONS = {r.name: r for r in (SBUF, PSUM, HBM, SHARED_HBM, PRIVATE_HBM)}
 def region(value) -> MemoryRegion:
     if isinstance(value, MemoryRegion):
         return value
-    raise ConfigError(f"buffer={value!r} is not a memory region",
+    raise ArgumentError(f"buffer={value!r} is not a memory region",
                       hint="use nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm or nl.private_hbm")
 
 

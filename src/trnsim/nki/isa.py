@@ -227,4 +227,4 @@ def quantize_mx(dst, src, dst_scale, name=None):
 
 from trnsim.nki.isa_compute import *  # noqa: E402, F401, F403 - Scalar/Vector/GpSimd instructions
 
-calls.checked_calls(globals(), "nisa", calls.TILE_ARGUMENTS)
+calls.checked_calls(globals(), "nisa", calls.NISA_ARGUMENTS)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 
 from trnsim.core.isa import Opcode
-from trnsim.errors import KernelError, ShapeError, SourceLoc, UnsupportedError
+from trnsim.errors import ArgumentError, KernelError, ShapeError, SourceLoc, UnsupportedError
 from trnsim.nki import backend
 from trnsim.nki.isa import (
     _enum_value,
@@ -21,7 +21,7 @@ from trnsim.nki.isa import (
     reduce_cmd,
     tensor_copy,
 )
-from trnsim.nki.tensor import IndirectTensor
+from trnsim.nki.tensor import IndirectTensor, NkiTensor
 
 _IDLE, _RESET_REDUCE = reduce_cmd.idle, reduce_cmd.reset_reduce
 
@@ -122,7 +122,7 @@ def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=_ID
                              name=None):
     """reg = op1(src[i] op0 imm0, reg); dst[i] = reg along the free dims (a scan on the Vector engine)."""
     combine, command = op_name(op1), _enum_value(reduce_cmd)
-    if combine not in _CUMULATIVE_START:
+    if not isinstance(combine, str) or combine not in _CUMULATIVE_START:
         raise UnsupportedError(f"tensor_scalar_cumulative op1={combine}; it takes "
                                f"{sorted(_CUMULATIVE_START)}", what="nisa.tensor_scalar_cumulative")
     if command == "reduce":
@@ -210,7 +210,11 @@ def rng(dst, engine=engine.vector, name=None):
 
 def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=None, name=None):
     """dst = srcs[0] + srcs[1] + ... computed in fp32 by the DMA engines (only add, scales 1.0)."""
-    if op_name(reduce_op) != "add" or any(float(s) != 1.0 for s in (scales or ())):
+    numbers = isinstance(scales, tuple | list) and all(isinstance(s, Real) for s in scales)
+    if scales is not None and not numbers:
+        raise ArgumentError(f"scales={scales!r}; it must be a list of numbers, one per source")
+    adds = isinstance(op_name(reduce_op), str) and op_name(reduce_op) == "add"
+    if not adds or any(float(s) != 1.0 for s in (scales or ())):
         raise UnsupportedError(f"dma_compute supports reduce_op=add with scales of 1.0, not "
                                f"{op_name(reduce_op)} / {scales}", what="nisa.dma_compute")
     if any(isinstance(s, IndirectTensor) for s in srcs) or isinstance(dst, IndirectTensor):
@@ -250,6 +254,8 @@ def dropout(dst, data, prob, name=None):
 def set_rng_seed(src_seeds, name=None):
     """Re-seed this core's generator from a [1,1] tensor (simulate) or a Python int."""
     running = backend.core()
+    if not isinstance(src_seeds, NkiTensor) and not (isinstance(src_seeds, Integral) and src_seeds >= 0):
+        raise ArgumentError(f"src_seeds={src_seeds!r}; it must be a non-negative integer or a [1, 1] tile")
     if running.with_values:
         if hasattr(src_seeds, "array"):
             seed = int(np.asarray(src_seeds.array()).reshape(-1)[0])

@@ -14,7 +14,7 @@ import numpy as np
 
 from trnsim import hardware
 from trnsim.core.isa import Memory
-from trnsim.errors import UnsupportedError
+from trnsim.errors import ArgumentError, UnsupportedError
 from trnsim.nki import backend, calls, dtypes
 from trnsim.nki import isa as nisa
 from trnsim.nki.registers import VirtualRegister
@@ -201,10 +201,12 @@ def transpose(x, dtype=None) -> NkiTensor:
 
 
 def broadcast_to(x, shape, dtype=None) -> NkiTensor:
-    return copy(x.broadcast_to(tuple(shape)), dtype)
+    return copy(x.broadcast_to(tuple(shape) if isinstance(shape, tuple | list) else (shape,)), dtype)
 
 
 def expand_dims(x, axis) -> NkiTensor:
+    if isinstance(axis, tuple | list):
+        raise ArgumentError(f"axis={axis!r}; nl.expand_dims inserts one axis (an integer)")
     return x.expand_dim(axis)
 
 
@@ -306,4 +308,4 @@ def __getattr__(name: str):
 
 from trnsim.nki.language_math import *  # noqa: E402, F401, F403 - the math half of nl
 
-calls.checked_calls(globals(), "nl")
+calls.checked_calls(globals(), "nl", calls.NL_ARGUMENTS)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from trnsim.errors import ArgumentError
 from trnsim.nki import isa as nisa
 from trnsim.nki.tensor import NkiTensor
 
@@ -38,6 +39,8 @@ def _is_column(y, x) -> bool:
 
 def _binary(name: str):
     def op(x, y, dtype=None):
+        if not isinstance(x, NkiTensor) and not isinstance(y, NkiTensor):
+            raise ArgumentError(f"x and y are both numbers ({x!r}, {y!r}); nl.{name} takes at least one tile")
         if isinstance(x, NkiTensor) and isinstance(y, NkiTensor) and not _is_column(y, x):
             out = _new(x.shape, dtype or x.dtype)
             return nisa.tensor_tensor(dst=out, data1=x, data2=y, op=name)
@@ -47,6 +50,7 @@ def _binary(name: str):
         out = _new(y.shape, dtype or y.dtype)
         return nisa.tensor_scalar(dst=out, data=y, op0=name, operand0=x, reverse0=True)
     op.__name__ = op.nki_op = name
+    op.scalar_arguments = ("x", "y")
     op.__doc__ = f"Element-wise {name} of two tiles, or of a tile and a scalar / [P,1] tile."
     return op
 
@@ -207,6 +211,9 @@ def where(condition, x, y, dtype=None):
         source = _new(like.shape, out.dtype)
         nisa.memset(dst=source, value=x)
     return nisa.tensor_copy_predicated(dst=out, src=source, predicate=condition)
+
+
+where.scalar_arguments = ("x", "y")
 
 
 def softmax(x, axis=-1, dtype=None):

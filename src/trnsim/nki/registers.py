@@ -7,7 +7,7 @@ Under `simulate` a register's value is known and can steer Python control flow; 
 from __future__ import annotations
 
 from trnsim.core.isa import Opcode
-from trnsim.errors import KernelError
+from trnsim.errors import ArgumentError, KernelError
 from trnsim.nki import backend, calls
 
 
@@ -49,18 +49,27 @@ def register_move(dst: VirtualRegister, src=None, imm=None, name=None) -> Virtua
     value = src if src is not None else imm
     if isinstance(value, VirtualRegister):
         value = value.read_value()
-    backend.issue(Opcode.REGISTER_MOVE, (), (), {"register": dst.id, "value": int(value or 0)}, None, name)
+    value = 0 if value is None else value
+    backend.issue(Opcode.REGISTER_MOVE, (), (), {"register": _register(dst, "dst").id, "value": value},
+                  None, name)
     return dst
 
 
 def register_load(dst: VirtualRegister, src, name=None) -> VirtualRegister:
-    backend.issue(Opcode.REGISTER_LOAD, (), (src,), {"register": dst.id}, None, name)
+    backend.issue(Opcode.REGISTER_LOAD, (), (src,), {"register": _register(dst, "dst").id}, None, name)
     return dst
 
 
 def register_store(dst, src: VirtualRegister, name=None):
-    backend.issue(Opcode.REGISTER_STORE, dst, (), {"register": src.id}, None, name)
+    backend.issue(Opcode.REGISTER_STORE, dst, (), {"register": _register(src, "src").id}, None, name)
     return dst
+
+
+def _register(value, argument: str) -> VirtualRegister:
+    if not isinstance(value, VirtualRegister):
+        raise ArgumentError(f"{argument} is {calls.describe(value)}; it must be a VirtualRegister "
+                            f"(nisa.register_alloc)")
+    return value
 
 
 calls.checked_calls(globals(), "nisa")  # dst or src is a register; backend.issue checks the tiles
