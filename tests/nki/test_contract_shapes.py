@@ -262,3 +262,24 @@ def test_sendrecv_moves_equal_sizes():
         me = nl.program_id(0)
         nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)  # MARK-SR
     _refused(ShapeError, "MARK-SR", swap[2], X)
+
+
+def test_integer_writes_of_iota_and_register_store_saturate():
+    def kernel(x):
+        out = nl.ndarray((1, 6), dtype=nl.uint8, buffer=nl.shared_hbm)
+        tile = nl.ndarray((1, 6), dtype=nl.uint8, buffer=nl.sbuf)
+        nisa.iota(dst=tile[:, 0:4], pattern=[[100, 4]])
+        nisa.register_store(tile[:, 4:5], nisa.register_alloc(300))
+        wide = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.register_store(wide, nisa.register_alloc(7))
+        nisa.tensor_copy(dst=tile[:, 5:6], src=wide)
+        nisa.dma_copy(dst=out, src=tile)
+        return out
+    np.testing.assert_array_equal(nki.simulate(kernel)(X), [[0, 100, 200, 255, 255, 7]])
+
+
+def test_register_load_of_nan_is_a_hazard_at_its_line():
+    def kernel(x):
+        tile = t(1, 1, value=float("nan"))
+        nisa.register_load(nisa.register_alloc(), tile)  # MARK-REGNAN
+    _refused(HazardError, "MARK-REGNAN", kernel, X)

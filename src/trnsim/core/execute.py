@@ -126,6 +126,12 @@ def f32_reused(view: View) -> np.ndarray:
     return np.ndarray(view.shape, F32, buffer.shadow, view.offset * size, strides)
 
 
+def saturated(values, dtype: np.dtype) -> np.ndarray:
+    """Exact integers stored in an integer dtype, clamped to its range as engine writes saturate."""
+    limits = np.iinfo(dtype)
+    return np.clip(values, limits.min, limits.max).astype(dtype)
+
+
 def _size(view: View) -> int:
     return int(np.prod(view.shape))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from trnsim.core import alu
-from trnsim.core.execute import EXECUTE, F32, Operands, hazard
+from trnsim.core.execute import EXECUTE, F32, Operands, hazard, saturated
 from trnsim.core.isa import Opcode
 from trnsim.core.trace import Instruction
 
@@ -29,7 +29,7 @@ def _iota(ins: Instruction, io: Operands) -> None:
     view = io.out(0)
     values = affine_values(ins, view.shape[0]).reshape(view.shape)
     if view.element.numpy.kind in "iu":
-        io.write_raw(0, values.astype(view.element.numpy))
+        io.write_raw(0, saturated(values, view.element.numpy))
     else:
         io.write(0, values.astype(F32))
 
@@ -171,7 +171,11 @@ def _rand_get_state(ins: Instruction, io: Operands) -> None:
 @EXECUTE.register(Opcode.REGISTER_MOVE, Opcode.REGISTER_LOAD)
 def _register_set(ins: Instruction, io: Operands) -> None:
     if ins.opcode is Opcode.REGISTER_LOAD:
-        value = int(io.raw(0).reshape(-1)[0])
+        loaded = io.raw(0).reshape(-1)[0]
+        if not np.isfinite(loaded):
+            raise hazard(ins, f"register_load reads {loaded} from {ins.inputs[0].name!r}; a register holds "
+                              f"an integer")
+        value = int(loaded)
     else:
         value = int(ins.param("value"))
     io.state.registers[ins.param("register")] = value
@@ -180,7 +184,11 @@ def _register_set(ins: Instruction, io: Operands) -> None:
 @EXECUTE.register(Opcode.REGISTER_STORE)
 def _register_store(ins: Instruction, io: Operands) -> None:
     value = io.state.registers.get(ins.param("register"), 0)  # a register never moved holds 0
-    io.write_raw(0, np.full(io.out(0).shape, value, io.out(0).element.numpy))
+    view = io.out(0)
+    if view.element.numpy.kind in "iu":
+        io.write_raw(0, saturated(np.full(view.shape, value, np.int64), view.element.numpy))
+    else:
+        io.write(0, np.full(view.shape, value, F32))
 
 
 @EXECUTE.register(Opcode.CORE_BARRIER)
