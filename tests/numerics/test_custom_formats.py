@@ -68,3 +68,13 @@ def test_the_widest_formats_float32_holds_are_accepted():
     assert float_format(exponent_bits=8, mantissa_bits=23).max == get_format("float32").max
     assert float_format(exponent_bits=8, mantissa_bits=0, bias=127, specials="fn").max == 2.0**127
     assert float_format(exponent_bits=8, mantissa_bits=7, bias=149 - 7 + 1).min_subnormal == 2.0**-149
+
+
+@pytest.mark.parametrize("bits, signed, match", [
+    (7, True, "no signed 7-bit integer type"), (1, True, "no signed 1-bit"),
+    (8.0, True, "bits must be an integer"), (8, "yes", "signed must be True or False")])
+def test_integer_formats_numpy_cannot_hold_are_refused(bits, signed, match):
+    from trnsim.numerics import IntFormat
+
+    with pytest.raises(FormatError, match=match):
+        IntFormat(name="custom", bits=bits, signed=signed)

@@ -138,6 +138,9 @@ class FloatFormat:
         return np.dtype(np.uint8 if self.bits <= 8 else np.uint16 if self.bits <= 16 else np.uint32)
 
 
+INT_BITS = (1, 8, 16, 32)  # the integer widths numpy holds and NKI names (1: bool_)
+
+
 @dataclass(frozen=True, kw_only=True)
 class IntFormat:
     """A two's-complement or unsigned integer format (bool_ is a 1-bit unsigned one)."""
@@ -148,6 +151,14 @@ class IntFormat:
     aliases: tuple[str, ...] = ()
     torch_name: str | None = None
     nki_name: str | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "bits", params.integer(self.bits, f"format {self.name!r}: bits"))
+        params.flag(self.signed, f"format {self.name!r}: signed")
+        if self.bits not in INT_BITS or (self.bits == 1 and self.signed):
+            kind = "signed" if self.signed else "unsigned"
+            raise FormatError(f"format {self.name!r}: no {kind} {self.bits}-bit integer type",
+                              hint=f"bits is one of {INT_BITS} (1: unsigned)")
 
     kind = "int"
 
