@@ -45,6 +45,16 @@ def test_the_limit_is_the_cores_share_of_the_chips_hbm():
         nki.trace(hand_back, nki.TensorSpec((share // 4 + 1,), "float32"), target="trn3")
 
 
+def test_an_lnc2_launch_has_both_cores_share():
+    """The two cores of an LNC=2 launch share one HBM address space: 24 GiB on trn2, not 12."""
+    def hand_back(a):
+        return a
+    sixteen_gib = nki.TensorSpec((4 << 30,), "float32")
+    nki.trace(nki.jit(hand_back)[2], sixteen_gib, target="trn2")
+    with pytest.raises(CapacityError, match="12 GiB are free"):
+        nki.trace(hand_back, sixteen_gib, target="trn2")
+
+
 def test_live_hbm_tensors_count_together():
     """Two 8 GiB inputs fit one by one in trn2's 12 GiB, not together."""
     half = nki.TensorSpec((2**31,), "float32")
