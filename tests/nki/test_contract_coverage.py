@@ -13,7 +13,7 @@ import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 from trnsim.core.isa import SPECS, Opcode
-from trnsim.errors import ArgumentError
+from trnsim.errors import ArgumentError, TrnsimError
 
 REFERENCE = pathlib.Path(__file__).resolve().parents[3] / "shared" / "reference" / "nki.md"
 
@@ -83,3 +83,31 @@ def test_every_opcode_names_its_operands_and_declares_its_parameters(opcode):
         assert re.fullmatch(r"[a-z_0-9]+[?*]?", name), name
     for key, param in spec.params.items():
         assert param.first_generation >= 2 and (not param.choices or param.kind.name == "CHOICE"), key
+
+
+JUNK = (None, "x", -1, 2.5, np.ones((4, 4), np.float32))
+"""Values a careless call may pass for any argument."""
+NO_KERNEL_BODY = {"nl.fori_loop", "nl.while_loop", "nl.device_print", "nisa.sendrecv", "nisa.core_barrier"}
+
+
+@pytest.mark.parametrize("name,function", [(n, f) for n, f in FUNCTIONS if n not in NO_KERNEL_BODY],
+                         ids=[n for n, _ in FUNCTIONS if n not in NO_KERNEL_BODY])
+def test_junk_in_any_required_argument_is_a_trnsim_error(name, function):
+    """Every required argument a tile, then each in turn replaced by junk: whatever happens, only a
+    TrnsimError may come out (a raw AttributeError from inside trnsim is a bug)."""
+    required = [p for p in inspect.signature(function).parameters.values() if p.default is p.empty]
+    count = len(required)
+    calls = [[None] * count] + [[junk if i == j else None for i in range(count)]
+                                for j in range(count) for junk in JUNK]
+
+    def kernel(a):
+        tile = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=tile, value=1.0)
+        for arguments in calls:
+            try:
+                function(*[tile if value is None else value for value in arguments])
+            except TrnsimError:
+                pass
+
+    nki.simulate(kernel)(np.ones((4, 4), np.float32))
+    nki.trace(kernel, np.ones((4, 4), np.float32))
