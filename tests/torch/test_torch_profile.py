@@ -38,6 +38,15 @@ def test_step_time_and_cost_grow_with_batch_and_width(profiles, target):
     assert small.cost_usd == pytest.approx(small.total_s * instance.usd_per_hour / 3600 / instance.cores)
 
 
+def test_the_table_shows_the_totals_cost_and_per_op_time_and_share(profiles):
+    report = profiles[(64, 1)].report("trn2")
+    header, columns, *rows = report.table().splitlines()
+    assert f"{report.total_s * 1e3:.3f} ms" in header and f"${report.cost_usd:.3g}" in header
+    assert columns.split() == ["op", "calls", "device", "time", "share"]
+    top = report.ops[0]
+    assert rows[0].split()[0] == top.op and f"{top.device_s / report.total_s:.1%}" in rows[0]
+
+
 def test_a_profile_is_retimed_per_target_without_rerunning(profiles):
     prof = profiles[(64, 4)]
     trn1, trn2 = prof.report("trn1"), prof.report("trn2")

@@ -112,11 +112,16 @@ class Report:
         return self.usd_per_hour
 
     def table(self, top: int = 15) -> str:
-        """The most expensive ops, as plain text."""
-        lines = [f"device time on {self.target} (lnc={self.lnc}): {self.total_s * 1e3:.3f} ms, "
-                 f"matmul share {self.matmul_share:.1%}"]
+        """The most expensive ops, as plain text: a header with the totals (and the cost where the
+        instance has a price), then per op its calls, device time and share of the total."""
+        header = (f"device time on {self.target} (lnc={self.lnc}): {self.total_s * 1e3:.3f} ms, "
+                  f"matmul share {self.matmul_share:.1%}")
+        if self.usd_per_hour is not None:
+            header += f", ${self.cost_usd:.3g} (one core's share of {self.instance})"
+        lines = [header, f"  {'op':<55} {'calls':<6} {'device time':>12} {'share':>6}"]
         for op in self.ops[:top]:
-            lines.append(f"  {op.op:<55} x{op.count:<5} {op.device_s * 1e6:12.1f} us")
+            share = op.device_s / self.total_s if self.total_s else 0.0
+            lines.append(f"  {op.op:<55} x{op.count:<5} {op.device_s * 1e6:9.1f} us {share:6.1%}")
         if self.untimed:
             lines.append(f"  untimed (ran on CPU or no kernel recipe): {sum(self.untimed.values())} ops")
         return "\n".join(lines)
