@@ -57,7 +57,7 @@ def check(ins: Instruction, core) -> None:
     if ins.opcode in ELEMENTWISE and ins.inputs and ins.outputs:
         _check_same_free_size(ins)
     _check_params(ins, spec, core)
-    check_packed(ins)
+    check_packed(ins, core)
     rule = CHECK.get(ins.opcode)
     if rule is not None:
         rule(ins, core)

@@ -10,14 +10,15 @@ from trnsim.errors import DTypeError, ShapeError
 
 _PACKED_PRODUCERS = frozenset({Opcode.QUANTIZE_MX, Opcode.MATMUL_MX})
 _MOVES = frozenset({Opcode.DMA_COPY, Opcode.TENSOR_COPY, Opcode.SENDRECV})
+_PACKED = frozenset(MX_PACKED)
 
 
-def check_packed(ins: Instruction) -> None:
+def check_packed(ins: Instruction, core) -> None:
     """x4-packed MX tiles hold four values per element: engines cannot compute on them. Only
     quantize_mx and nc_matmul_mx (their own rules say how) and copies to the same dtype touch them."""
-    if ins.opcode in _PACKED_PRODUCERS:
+    if _PACKED.isdisjoint(core.dtypes) or ins.opcode in _PACKED_PRODUCERS:
         return
-    packed = [region for region in ins.outputs + ins.inputs if region.dtype in MX_PACKED]
+    packed = [region for region in ins.outputs + ins.inputs if region.dtype in _PACKED]
     if not packed:
         return
     plain_move = (ins.opcode in _MOVES and ins.param("reduce_op") is None and not ins.param("indirect")

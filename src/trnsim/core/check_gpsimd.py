@@ -6,7 +6,7 @@ from __future__ import annotations
 from math import prod
 
 from trnsim.core.check import CHECK, _describe, _fail, _free
-from trnsim.core.check_vector import same_layout
+from trnsim.core.check_vector import is_integer, same_layout
 from trnsim.core.isa import Opcode
 from trnsim.core.trace import Instruction, Region
 from trnsim.errors import DTypeError, KernelError, ShapeError
@@ -31,10 +31,6 @@ def _partition_reduce(ins: Instruction, core) -> None:
     if dst.elements != _free(data):
         _fail(ShapeError, ins, f"dst {dst.name!r} is [{dst.partition_count}, {_free(dst)}]; reducing "
               f"{data.name!r} across its partitions gives [1, {_free(data)}]")
-
-
-def is_integer(dtype: str) -> bool:
-    return dtype.startswith(("int", "uint"))
 
 
 @CHECK.register(Opcode.N_GATHER)

@@ -30,6 +30,8 @@ def _dims(region: Region) -> str:
 
 def same_layout(ins: Instruction, region: Region, like: Region) -> None:
     """`region` combines element by element with `like`: same partitions, same free size."""
+    if region.partition_count == like.partition_count and region.pattern == like.pattern:
+        return  # the common case, decided without counting (this runs for most instructions)
     if region.partition_count != like.partition_count or _free(region) != _free(like):
         _fail(ShapeError, ins, f"{region.name!r} is {_dims(region)} (partitions x elements per partition) "
               f"but {like.name!r} is {_dims(like)}; they combine element by element",
@@ -37,11 +39,15 @@ def same_layout(ins: Instruction, region: Region, like: Region) -> None:
 
 
 def per_partition(ins: Instruction, region: Region, role: str, values: int = 1) -> None:
-    """An output with `values` elements in each partition of the data (reduce_res is [P, 1])."""
+    """An operand with `values` elements in each partition of the data (reduce_res is [P, 1])."""
     partitions = ins.inputs[0].partition_count
     if region.partition_count != partitions or _free(region) != values:
         _fail(ShapeError, ins, f"{role} {region.name!r} is {_dims(region)}; it must be "
               f"[{partitions}, {values}] ({values} per partition of the data)")
+
+
+def is_integer(dtype: str) -> bool:
+    return dtype.startswith(("int", "uint"))
 
 
 def _reduce_res(ins: Instruction) -> None:
@@ -53,8 +59,12 @@ def _reduce_res(ins: Instruction) -> None:
 @CHECK.register(Opcode.ACTIVATION)
 def _activation(ins: Instruction, core) -> None:
     """activate2 (trn3) needs both operators and both immediates; reduce_res is [P, 1]."""
-    ops = [ins.param(key) for key in ("op0", "op1", "imm0", "imm1")]
-    if any(value is not None for value in ops[:2]) and any(value is None for value in ops):
+    params = ins.params
+    if params.get("op0") is None and params.get("op1") is None:
+        _reduce_res(ins)
+        return
+    ops = [params.get(key) for key in ("op0", "op1", "imm0", "imm1")]
+    if None in ops:
         given = ", ".join(f"{key}={value!r}" for key, value in zip(("op0", "op1", "imm0", "imm1"), ops,
                                                                    strict=True))
         _fail(ArgumentError, ins, f"activate2 needs op0, op1, imm0 and imm1; got {given}")
@@ -115,7 +125,7 @@ def _tensor_reduce(ins: Instruction, core) -> None:
 def _integers(ins: Instruction, *regions: Region) -> None:
     """Bitvec operators treat elements as bit patterns: integer tiles only (nki.isa.tensor_reduce)."""
     for region in regions:
-        if not region.dtype.startswith(("int", "uint")):
+        if not is_integer(region.dtype):
             _fail(DTypeError, ins, f"{region.name!r} is {region.dtype}; op={ins.param('op')} works on the "
                   f"bits of integer tiles")
 
