@@ -283,3 +283,24 @@ def test_register_load_of_nan_is_a_hazard_at_its_line():
         tile = t(1, 1, value=float("nan"))
         nisa.register_load(nisa.register_alloc(), tile)  # MARK-REGNAN
     _refused(HazardError, "MARK-REGNAN", kernel, X)
+
+
+def test_same_size_operands_with_other_access_patterns_combine_in_row_major_order():
+    """[P, 2, 2] and [P, 4] views of the same number of elements pair element i with element i."""
+    a = np.arange(8 * 4, dtype=np.float32).reshape(8, 4)
+    b = np.arange(8 * 4, dtype=np.float32).reshape(8, 2, 2) * 10
+
+    def kernel(x, y):
+        first = nl.load(x)
+        second = nl.load(y)
+        total = nl.ndarray((8, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=total, data1=first, data2=second, op=nl.add)
+        kept = nl.ndarray((8, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=kept, value=-1.0)
+        nisa.tensor_copy_predicated(dst=kept, src=total, predicate=second)  # row 0, column 0 is 0
+        out = nl.ndarray((8, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, kept)
+        return out
+    expected = a + b.reshape(8, 4)
+    expected[0, 0] = -1.0
+    np.testing.assert_array_equal(nki.simulate(kernel)(a, b), expected)
