@@ -9,13 +9,14 @@ from trnsim.core.trace import Instruction, Region
 from trnsim.errors import DTypeError, ShapeError
 
 _PACKED_PRODUCERS = frozenset({Opcode.QUANTIZE_MX, Opcode.MATMUL_MX})
-_MOVES = frozenset({Opcode.DMA_COPY, Opcode.TENSOR_COPY, Opcode.SENDRECV})
+_MOVES = frozenset({Opcode.DMA_COPY, Opcode.TENSOR_COPY})  # copies that move the stored bits
 _PACKED = frozenset(MX_PACKED)
 
 
 def check_packed(ins: Instruction, core) -> None:
     """x4-packed MX tiles hold four values per element: engines cannot compute on them. Only
-    quantize_mx and nc_matmul_mx (their own rules say how) and copies to the same dtype touch them."""
+    quantize_mx and nc_matmul_mx (their own rules say how) and copies to the same dtype touch them
+    (sendrecv sends values, which packed words are not)."""
     if _PACKED.isdisjoint(core.dtypes) or ins.opcode in _PACKED_PRODUCERS:
         return
     packed = [region for region in ins.outputs + ins.inputs if region.dtype in _PACKED]
