@@ -218,9 +218,15 @@ def test_n_gather_index_out_of_range_is_a_hazard_that_writes_nothing():
     with config.override(eager=True):
         kept = nki.simulate(kernel)(data, indices)
     assert (kept == -1.0).all()
-    with pytest.raises(HazardError):  # deferred execution raises it too, at the same line
-        nki.simulate(lambda d, i: nisa.nc_n_gather(dst=nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.sbuf),
-                                                  data=nl.load(d), indices=nl.load(i)))(data, indices)
+
+    def queued(d, i):
+        first = nl.load(d)
+        nisa.nc_matmul(dst=nl.ndarray((8, 8), dtype=nl.float32, buffer=nl.psum), stationary=first[0:8, 0:8],
+                       moving=first[0:8, 0:8])  # from the first matmul on, instructions are queued
+        gathered = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.nc_n_gather(dst=gathered, data=first, indices=nl.load(i))  # MARK-QUEUED
+        nisa.memset(dst=nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf), value=0.0)
+    _refused(HazardError, "MARK-QUEUED", queued, data, indices)
 
 
 def test_memset_into_integers_rounds_and_saturates_like_every_engine_write():
