@@ -102,9 +102,11 @@ _FP32_OVERFLOW = 3.4028235677973366e38
 
 
 def _number(value, param: Param) -> bool:
-    if isinstance(value, bool) or not isinstance(value, Real):
-        return False
-    if math.isfinite(value) and abs(value) >= _FP32_OVERFLOW:
+    kind = type(value)
+    if kind is not float and kind is not int:  # the usual kinds skip the slower ABC test
+        if kind is bool or not isinstance(value, Real):
+            return False
+    if abs(value) >= _FP32_OVERFLOW and math.isfinite(value):
         return False
     return (param.low is None or value >= param.low) and (param.high is None or value <= param.high)
 
@@ -123,11 +125,11 @@ def _pattern(value, param: Param) -> bool:
 
 
 _VALID = {
-    Kind.ALU: lambda value, param: isinstance(value, str) and value in alu.ALU,
-    Kind.REDUCE: lambda value, param: isinstance(value, str) and value in alu.REDUCTIONS,
-    Kind.ACTIVATION: lambda value, param: isinstance(value, str) and (value in alu.ACTIVATIONS
-                                                                       or value == "prelu"),
-    Kind.BOOL: lambda value, param: isinstance(value, bool) or type(value).__name__ == "bool_",
+    Kind.ALU: lambda value, param: type(value) is str and value in alu.ALU,
+    Kind.REDUCE: lambda value, param: type(value) is str and value in alu.REDUCTIONS,
+    Kind.ACTIVATION: lambda value, param: type(value) is str and (value in alu.ACTIVATIONS
+                                                                   or value == "prelu"),
+    Kind.BOOL: lambda value, param: value is True or value is False or type(value).__name__ == "bool_",
     Kind.INT: _integer,
     Kind.NUMBER: _number,
     Kind.SCALAR: lambda value, param: type(value) is InputRef or _number(value, param),

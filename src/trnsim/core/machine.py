@@ -140,9 +140,9 @@ class NeuronCore:
         spec = SPECS[opcode]
         where = kernel_line()
         if self.spec.generation < spec.first_generation:
-            raise UnsupportedError(f"{where}: {spec.nki_name} needs NeuronCore generation "
-                                   f"{spec.first_generation} or later; {self.spec.name} is generation "
-                                   f"{self.spec.generation}", what=spec.nki_name, target=self.spec.name,
+            raise UnsupportedError(f"needs NeuronCore generation {spec.first_generation} or later; "
+                                   f"{self.spec.name} is generation {self.spec.generation}",
+                                   what=spec.nki_name, target=self.spec.name, where=where, op=spec.nki_name,
                                    hint="choose a newer target (e.g. trn3)")
         engine = engine or spec.engines[0]
         if engine not in spec.engines:
