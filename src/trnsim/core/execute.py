@@ -20,7 +20,7 @@ from trnsim.core.memory import DType, View, check_initialised
 from trnsim.core.rules import RuleTable
 from trnsim.core.runtime import current as current_runtime
 from trnsim.core.trace import InputRef, Instruction
-from trnsim.errors import HazardError, UnsupportedError
+from trnsim.errors import HazardError, KernelError, TrnsimError, UnsupportedError
 
 EXECUTE = RuleTable("EXECUTE")
 F32 = np.float32
@@ -206,16 +206,26 @@ def settle(view: View) -> None:
 
 def run(ins: Instruction, inputs: tuple[View, ...], outputs: tuple[View, ...], state,
         strict: bool) -> None:
-    """Execute one instruction on real memory."""
+    """Execute one instruction on real memory. Whatever goes wrong (even inside trnsim, and even when
+    the instruction ran from the deferred queue long after it was issued) names its kernel line."""
+    op = f"nisa.{ins.opcode.value}"
     rule = EXECUTE.get(ins.opcode)
     if rule is None:
-        raise UnsupportedError(f"{ins.opcode.value} has no execution rule", what=ins.opcode.value)
+        raise UnsupportedError(f"{ins.opcode.value} has no execution rule", what=op, where=ins.where, op=op)
     io = Operands(ins, inputs, outputs, state, strict)
     if ins.opcode is not Opcode.MATMUL:
         for view in inputs:
             end_accumulation(view)
-    with np.errstate(all="ignore"):
-        rule(ins, io)
+    try:
+        with np.errstate(all="ignore"):
+            rule(ins, io)
+    except TrnsimError as error:
+        error.locate(ins.where, op)
+        raise
+    except Exception as error:
+        failure = f"{type(error).__name__}: {error}"
+        raise KernelError(f"executing this instruction failed inside trnsim ({failure})", where=ins.where,
+                          op=op, hint="this is a trnsim bug; please report it") from error
 
 
 def hazard(ins: Instruction, message: str, hint: str | None = None) -> HazardError:
