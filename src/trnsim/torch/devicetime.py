@@ -39,7 +39,9 @@ class Launch:
 
 
 def _spec(shape, dtype: str) -> TensorSpec:
-    return TensorSpec(tuple(int(n) for n in shape), DEVICE_DTYPE.get(dtype, "float32"))
+    """An empty dim (a [0, 4] operand) counts as 1: the launch still costs its overhead, and a kernel
+    refuses empty shapes."""
+    return TensorSpec(tuple(max(1, int(n)) for n in shape), DEVICE_DTYPE.get(dtype, "float32"))
 
 
 def _tiles(elements: int, dtype: str) -> TensorSpec:
