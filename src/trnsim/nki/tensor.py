@@ -318,8 +318,8 @@ class NkiTensor(View):
         A runtime offset moves along dim `indirect_dim` of this tensor, in steps of that dim's
         stride (NKI's rule), whatever strides the pattern has: `scalar_offset` shifts the whole
         pattern, `vector_offset` (an index tile) replaces the steps of pattern dim `indirect_dim`."""
-        shape, strides = [int(c) for _, c in pattern], [int(s) for s, _ in pattern]
-        check_shape(tuple(shape), f"ap({pattern}) on {self.name!r}")
+        shape = list(_dims([count for _, count in pattern], f"ap({pattern}) on {self.name!r}"))
+        strides = [int(stride) for stride, _ in pattern]
         element = dtypes.dtype(dtype) if dtype is not None else self.element
         if scalar_offset is not None and vector_offset is not None:
             raise ShapeError("ap() takes scalar_offset or vector_offset, not both")
@@ -339,7 +339,6 @@ class NkiTensor(View):
         if not 0 <= dim < self.ndim:
             raise ShapeError(f"indirect_dim={dim} is not a dim of the {self.ndim}-d tensor {self.name!r}")
         return self.strides[dim] * self.element.numpy.itemsize // element.numpy.itemsize
-
 
     def rearrange(self, pattern: str, **sizes) -> NkiTensor:
         """einops-style `"a (b c) -> (a b) c"` with sizes for split groups; no copy."""
@@ -517,6 +516,7 @@ def _check_index(index, dim: int, shape: list[int]) -> None:
 
 
 def _refuse_stale(tensor: NkiTensor):
+    """A tensor whose launch has ended is not memory any more: its tile space was given back."""
     raise KernelError(f"{tensor.storage.memory.value.upper()} tensor {tensor.name!r} was made by an earlier "
                       f"launch (kept in a global or a closure?); its memory is gone",
                       hint="make tiles inside the kernel, and pass HBM data in as kernel arguments")
