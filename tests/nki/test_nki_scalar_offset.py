@@ -115,6 +115,7 @@ def test_vector_offset_needs_one_index_per_step():
         nki.simulate(kernel, target="trn2")(TABLE, np.zeros((2, 1), np.int32))
 
 
-def test_pattern_counts_must_be_positive():
-    with pytest.raises(ShapeError, match="every dim must be an integer of at least 1"):
-        nki.simulate(_read(TABLE, [[16, 0], [1, 16]], (1, 16)), target="trn2")(TABLE)
+@pytest.mark.parametrize("count", [0, -1, 2.5])
+def test_pattern_counts_must_be_positive_integers(count):
+    with pytest.raises(ShapeError, match="every dim must be an integer"):
+        nki.simulate(_read(TABLE, [[16, count], [1, 16]], (1, 16)), target="trn2")(TABLE)
