@@ -5,7 +5,9 @@ plus, on chip, a byte address that is the same in every partition it spans. A `V
 strided window on a buffer (shape, strides and offset in elements), so slicing, permuting,
 broadcasting and `.ap()` patterns never copy. `Allocator` places on-chip buffers first-fit and
 frees them when the kernel drops its last reference (CPython's reference counting makes that
-the moment the tile goes out of scope): capacity errors list what is live.
+the moment the tile goes out of scope): capacity errors list what is live. `HbmBudget` does the
+same for HBM, whose size is one core's share of its chip's HBM, and a launch's `LaunchState`
+lets a tile kept past its launch be refused.
 
 New memory is filled as the official simulator fills it (NaN for floats, 4 for integers) so
 reads of uninitialised data show up; with `config.override(strict=True)` such reads raise.
