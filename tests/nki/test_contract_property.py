@@ -26,6 +26,7 @@ _NUMPY = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.f
           "float8_e4m3fn": ml_dtypes.float8_e4m3fn}
 _ALU = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "maximum": np.maximum,
         "minimum": np.minimum}
+_REDUCE = {"add": np.add, "maximum": np.maximum, "minimum": np.minimum}
 _ACTIVATIONS = {"copy": lambda x: x, "relu": lambda x: np.maximum(x, np.float32(0)), "exp": np.exp}
 JUNK = (None, "x", 1e39, float("nan"), np.ones(3, np.float32), (1, 2), object())
 """Values that are never a tile, an operator or a well-formed immediate."""
@@ -62,7 +63,8 @@ def instructions(draw):
     """(target, case): the operation, operand shapes/dtypes/places and its keyword arguments."""
     target = draw(st.sampled_from(TARGETS))
     op = draw(st.sampled_from(("tensor_copy", "tensor_tensor", "tensor_scalar", "activation",
-                               "tensor_reduce", "memset", "nc_transpose", "nc_matmul", "reciprocal")))
+                               "tensor_reduce", "memset", "nc_transpose", "nc_matmul", "reciprocal",
+                               "tensor_partition_reduce", "scalar_tensor_tensor")))
     partitions, free = _sizes(draw)
     dtype, dst_dtype = _dtype(draw), _dtype(draw)
     case = {"op": op, "data": (partitions, free), "dtype": dtype, "dst_dtype": dst_dtype,
@@ -81,6 +83,15 @@ def instructions(draw):
         kwargs["op"] = _operator(draw, tuple(_ACTIVATIONS), "subtract")
         kwargs["scale"] = _maybe(draw, draw(st.sampled_from((1.0, 0.5, -2.0))))
         kwargs["bias"] = _maybe(draw, draw(st.sampled_from((None, "column", 1.5))), bad=("column11", "x"))
+    elif op == "scalar_tensor_tensor":
+        kwargs["op0"] = _operator(draw, tuple(_ALU), "rsqrt")
+        kwargs["operand0"] = _maybe(draw, draw(st.sampled_from((1.5, "column"))), bad=JUNK + ("column11",))
+        kwargs["op1"] = _operator(draw, tuple(_ALU), "exp")
+        kwargs["reverse1"] = draw(st.booleans())
+        case["data2"] = draw(st.sampled_from(((partitions, free), (partitions, free), (1, free))))
+    elif op == "tensor_partition_reduce":
+        kwargs["op"] = _operator(draw, ("add", "maximum", "minimum"), "divide")
+        case["dst"] = draw(st.sampled_from(((1, free), (1, free), (partitions, 1))))
     elif op == "tensor_reduce":
         kwargs["op"] = _operator(draw, ("add", "maximum", "minimum"), "subtract")
         kwargs["axis"] = _maybe(draw, draw(st.sampled_from((1, -1))), bad=(0, 2, 5, -3, "x", None, 1.0))
@@ -145,6 +156,10 @@ def _issue(case, dst, data, other, m, kwargs):
         getattr(nisa, op)(dst, data, **kwargs)
     elif op == "tensor_tensor":
         nisa.tensor_tensor(dst=dst, data1=data, data2=other, **kwargs)
+    elif op == "scalar_tensor_tensor":
+        nisa.scalar_tensor_tensor(dst=dst, data=data, operand1=other, **kwargs)
+    elif op == "tensor_partition_reduce":
+        nisa.tensor_partition_reduce(dst=dst, data=data, **kwargs)
     elif op in ("tensor_scalar", "tensor_reduce"):
         getattr(nisa, op)(dst=dst, data=data, **kwargs)
     elif op == "activation":
@@ -195,6 +210,13 @@ def reference(case, a, b, m):
         if kwargs["bias"] is not None:  # no bias adds nothing (-0.0 stays -0.0)
             result = result + (column if isinstance(kwargs["bias"], str) else np.float32(kwargs["bias"]))
         result = _ACTIVATIONS[_name(kwargs["op"])](result)
+    elif op == "scalar_tensor_tensor":
+        operand = column if isinstance(kwargs["operand0"], str) else np.float32(kwargs["operand0"])
+        first = _ALU[_name(kwargs["op0"])](data, operand)
+        pair = (tile(b, data.shape), first) if kwargs["reverse1"] else (first, tile(b, data.shape))
+        result = _ALU[_name(kwargs["op1"])](*pair)
+    elif op == "tensor_partition_reduce":
+        result = _REDUCE[_name(kwargs["op"])].reduce(data, axis=0, keepdims=True)
     elif op == "tensor_reduce":
         result = {"add": np.add, "maximum": np.maximum, "minimum": np.minimum}[_name(kwargs["op"])].reduce(
             data, axis=1, keepdims=True)
