@@ -123,9 +123,10 @@ def _blas_rows(array: np.ndarray) -> int | None:
 
 def started_threads() -> int:
     """The thread count BLAS started with (numpy's default, or OPENBLAS_NUM_THREADS): how many
-    cores a kernel's matmul chains may use side by side (core/deferred.py)."""
+    cores a kernel's matmul chains may use side by side (core/deferred.py). 1 where the library
+    cannot be steered: a BLAS that picks its own threads may split overlapping calls differently."""
     library = _openblas()
-    return library.started_threads if library is not None else os.cpu_count() or 1
+    return library.started_threads if library is not None else 1
 
 
 @contextlib.contextmanager
