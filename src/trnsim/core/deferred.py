@@ -23,7 +23,7 @@ The rules that make reordering safe:
   SBUF and write PSUM only, so the chains of different PSUM tiles never touch each other's data.
 * Only chains that draw nothing and warn about nothing run on workers: fp32 results (a cast could
   draw stochastic-rounding bits, which must come in issue order) and no `accumulate=True` (onto
-  never-written PSUM it warns). An error on a worker is raised as the earliest failing instruction.
+  never-written PSUM it warns). Of the errors on workers, the earliest instruction's is raised.
 * Anything that looks at values outside execution runs the queue first (`flush`): reading a
   tile's values (`View.array` of a buffer the core made), the engine state (registers, RNG),
   instructions whose values the front end moves itself, a failing check, and the kernel's end.
@@ -109,8 +109,7 @@ class DeferredQueue:
         return tuple(detached)
 
     def flush(self) -> None:
-        """Run the segment: its independent matmul chains on workers, the other matmuls, then
-        everything else."""
+        """Run the segment: its independent matmul chains on workers, then the rest in issue order."""
         entries = self.entries
         self.entries, self.clones, self.written, self.touched = [], {}, set(), set()
         self.matmuls = 0
@@ -141,7 +140,7 @@ class DeferredQueue:
             raise min(failures, key=lambda failure: failure[0])[1]
         return {id(entry) for chain in alone for entry in chain}
 
-    def _run_chain(self, chain: list[Queued], position: dict[int, int]):
+    def _run_chain(self, chain: list[Queued], position: dict[int, int]) -> tuple[int, Exception] | None:
         """Run one chain in order; on an error, stop and return (its position in the segment, error)."""
         for entry in chain:
             try:
