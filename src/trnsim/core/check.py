@@ -270,7 +270,7 @@ def _matmul_tiling(ins: Instruction, core, rows: int, cols: int) -> None:
     if ins.param("perf_mode") == "double_row":
         _fail(ShapeError, ins, "perf_mode=double_row cannot be combined with tile_position/tile_size")
     full = core.partitions
-    allowed = {full, full // 2} | ({full // 4} if core.generation >= 3 else set())
+    allowed = set(core.matmul_tile_sizes)
     size = tuple(size) or (full, full)
     if len(size) != 2 or any(s not in allowed for s in size):
         _fail(ShapeError, ins, f"tile_size={size}; {_describe(core)} allows sizes {sorted(allowed)}")
@@ -296,9 +296,9 @@ def _matmul_dtypes(ins: Instruction, core, a: str, b: str, dst: str, double_row:
     if dst not in allowed:
         _fail(DTypeError, ins, f"matmul result dtype is {dst}; {core.name} writes {sorted(allowed)} to PSUM")
     if double_row:
-        if core.generation < 3:
-            _fail(DTypeError, ins, f"perf_mode=double_row needs generation 3 or later; {core.name} "
-                  f"is generation {core.generation}")
+        if "double_row" not in core.matmul_perf_modes:
+            _fail(UnsupportedError, ins, f"perf_mode=double_row is not a mode of {_describe(core)}",
+                  hint="choose trn2 or later")
         if a not in FP8_KINDS or b not in FP8_KINDS:
             _fail(DTypeError, ins, f"perf_mode=double_row takes fp8 operands, not {a}/{b}")
 

@@ -98,6 +98,11 @@ def _value(raw: dict, dimension: str, where: Where) -> tuple[object, str]:
         if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
             raise where.fail(f"expected a non-empty list of names, got {value!r}")
         return frozenset(value), ""
+    if dimension == "counts":
+        if not isinstance(value, list) or not value or not all(
+                isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
+            raise where.fail(f"expected a non-empty list of positive whole numbers, got {value!r}")
+        return tuple(value), ""
     return _number(value, unit, dimension, where)
 
 

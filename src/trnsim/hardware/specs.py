@@ -188,6 +188,8 @@ class CoreSpec(_Spec):
     matmul_max_moving_free: int = fact("count")
     matmul_max_moving_free_bf16_dst: int = fact("count")
     matmul_max_moving_free_fp32_dst: int = fact("count")
+    matmul_tile_sizes: tuple[int, ...] = fact("counts")
+    matmul_perf_modes: frozenset[str] = fact("names")
     bn_stats_max_free: int = fact("count")
     gpsimd_group_partitions: int = fact("count", optional=True)
     local_gather_max_indices: int = fact("count", optional=True)

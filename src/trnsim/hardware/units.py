@@ -100,6 +100,8 @@ def format_value(value: object, dimension: str) -> str:
         return f"${value:,.4g}/h"
     if dimension == "names":
         return ", ".join(sorted(value))
+    if dimension == "counts":
+        return ", ".join(map(str, value))
     if isinstance(value, float):
         return _number(value)
     return str(value)
