@@ -14,7 +14,7 @@ import numpy as np
 
 from trnsim import hardware
 from trnsim.core.isa import Memory
-from trnsim.errors import ArgumentError, UnsupportedError
+from trnsim.errors import ArgumentError, SourceLoc, UnsupportedError
 from trnsim.nki import backend, calls, dtypes
 from trnsim.nki import isa as nisa
 from trnsim.nki.registers import VirtualRegister
@@ -302,7 +302,7 @@ OLD_API = {"arange": "slicing or nl.ds", "mgrid": "slicing or nl.ds", "par_dim":
 def __getattr__(name: str):
     if name in OLD_API:
         raise UnsupportedError(f"nl.{name} belongs to the old neuronxcc.nki API; trnsim emulates NKI 0.6",
-                               what=f"nl.{name}", hint=f"use {OLD_API[name]}")
+                               what=f"nl.{name}", hint=f"use {OLD_API[name]}", where=SourceLoc.of_caller())
     raise AttributeError(f"module 'nki.language' has no attribute {name!r}")
 
 
