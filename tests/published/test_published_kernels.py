@@ -157,7 +157,8 @@ MX_ERROR = {"float8_e4m3fn_x4": 0.05, "float8_e5m2_x4": 0.1}
 
 def mx_operands():
     """bf16 stationary [4*128, 128] and moving [4*128, 512] tiles, and their exact product."""
-    stationary, moving = normal(512, 128, dtype=ml_dtypes.bfloat16), normal(512, 512, dtype=ml_dtypes.bfloat16)
+    stationary = normal(512, 128, dtype=ml_dtypes.bfloat16)
+    moving = normal(512, 512, dtype=ml_dtypes.bfloat16)
     return stationary, moving, stationary.astype(np.float64).T @ moving.astype(np.float64)
 
 
