@@ -350,6 +350,32 @@ def test_nkilib_depthwise_conv1d(kernels, pad):
     np.testing.assert_allclose(result, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_nkilib_output_projection_tkg(kernels):
+    module = kernels.load("nki-library", f"{NKILIB}/core/output_projection/output_projection_tkg.py")
+    d_head, batch, heads, seq, hidden = 128, 2, 2, 1, 512
+    attention, weight = normal(d_head, batch, heads, seq), normal(heads * d_head, hidden)
+    bias = normal(1, hidden)
+    expected = np.einsum("dbns,ndh->bsh", attention.astype(np.float64), weight.reshape(heads, d_head, hidden))
+    result = simulate(module.output_projection_tkg, attention, weight, bias=bias)
+    np.testing.assert_allclose(result, expected.reshape(batch * seq, hidden) + bias, atol=1e-4)
+
+
+@pytest.mark.parametrize("batch,c_in,c_out,length,taps,padding,stride,dilation", [
+    (2, 64, 96, 100, 3, (1, 1), 1, 1),
+    (1, 200, 130, 50, 4, (0, 2), 2, 2),  # channels over one partition tile, strided and dilated
+])
+def test_nkilib_conv1d(kernels, batch, c_in, c_out, length, taps, padding, stride, dilation):
+    module = kernels.load("nki-library", f"{NKILIB}/experimental/conv/conv1d.py")
+    x, filters, bias = normal(batch, c_in, length), normal(taps, c_in, c_out), normal(c_out)
+    result = simulate(module.conv1d, x, filters, bias=bias, stride=stride, padding=padding, dilation=dilation)
+    padded = np.pad(x, ((0, 0), (0, 0), padding)).astype(np.float64)
+    out_length = (length + sum(padding) - dilation * (taps - 1) - 1) // stride + 1
+    expected = np.zeros((batch, c_out, out_length)) + bias[:, None]
+    for tap in range(taps):
+        window = padded[:, :, tap * dilation:tap * dilation + stride * (out_length - 1) + 1:stride]
+        expected += np.einsum("bcl,co->bol", window, filters[tap])
+    np.testing.assert_allclose(result, expected, atol=1e-4)
+
 def attention_reference(q, k, v, scale):
     """Causal softmax(scale * q @ k) @ v for q [seq_q, d], k [d, seq_k], v [seq_k, d]."""
     scores = scale * q.astype(np.float64) @ k
