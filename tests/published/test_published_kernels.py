@@ -393,6 +393,35 @@ def test_nkilib_attention_cte(kernels):
     np.testing.assert_allclose(result[0], attention_reference(q[0], k[0], v[0], 0.125), atol=1e-4)
 
 
+
+def attention_backward_reference(q, k, v, dy, scale, causal):
+    """Attention forward and its gradients for one head, all [d, seq]: o, lse, dq, dk, dv."""
+    q, k, v, dy = (a.astype(np.float64) for a in (q, k, v, dy))
+    scores = scale * q.T @ k
+    if causal:
+        scores = np.where(np.tril(np.ones(scores.shape, bool)), scores, -np.inf)
+    row_max = scores.max(axis=1, keepdims=True)
+    row_sum = np.exp(scores - row_max).sum(axis=1, keepdims=True)
+    probs = np.exp(scores - row_max) / row_sum
+    out, d_out = probs @ v.T, dy.T
+    d_scores = probs * (d_out @ v - (d_out * out).sum(axis=1, keepdims=True))
+    return (out.T, (row_max + np.log(row_sum))[:, 0], scale * (d_scores @ k.T).T, scale * q @ d_scores,
+            (probs.T @ d_out).T)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_nkilib_attention_bwd(kernels, causal):
+    module = kernels.load("nki-library", f"{NKILIB}/core/attention/attention_bwd.py")
+    d_head, seq = 64, 256
+    q, k, v, dy = (normal(1, 1, d_head, seq) for _ in range(4))
+    head = (q[0, 0], k[0, 0], v[0, 0], dy[0, 0])
+    out, lse, *grads = attention_backward_reference(*head, d_head ** -0.5, causal)
+    lse_tiles = lse.reshape(seq // 128, 128).T[None, None].astype(np.float32)  # [.., partition, tile]
+    results = simulate(module.attention_bwd, q, k, v, out[None, None].astype(np.float32), dy, lse_tiles,
+                       use_causal_mask=causal)
+    for result, expected in zip(results, grads, strict=True):
+        np.testing.assert_allclose(result[0, 0], expected, atol=1e-5)
+
 @pytest.mark.xfail(strict=False, reason="issue 12 item 1: nl.abs as a unary ALU op of tensor_scalar_reduce")
 def test_nkilib_rmsnorm_quant_row(kernels):
     """Row quantisation to fp8 with the fp32 dequantisation scale packed as the last 4 bytes of each row."""
