@@ -279,6 +279,33 @@ def test_nkilib_find_nonzero_indices(kernels):
         assert (indices[column, len(found):] == -1).all()
 
 
+def tkg_norm_layout(normed, lnc):
+    """[tokens, H] -> the [128, tokens, H/128] tile the tkg norms write: H split (128, H/128), and with
+    LNC=2 each half of H split that way and the halves side by side."""
+    tokens, hidden = normed.shape
+    split = normed.reshape(tokens, lnc, 128, hidden // 128 // lnc)
+    return split.transpose(2, 0, 1, 3).reshape(128, tokens, -1)
+
+
+@pytest.mark.parametrize("norm", ["rmsnorm", "layernorm"])
+@pytest.mark.parametrize("lnc,batch,seq,hidden,shard_on_h", [
+    (1, 1, 4, 2048, False), (2, 2, 8, 3072, False), (2, 2, 8, 8192, True)])
+def test_nkilib_norm_tkg(kernels, norm, lnc, batch, seq, hidden, shard_on_h):
+    """The tkg subkernels take their output buffer as an argument; the library's tests jit them as here."""
+    module = kernels.load("nki-library", f"{NKILIB}/core/subkernels/{norm}_tkg.py")
+    x, gamma, beta = normal(batch, seq, hidden), normal(1, hidden), normal(1, hidden)
+    wide = x.astype(np.float64).reshape(batch * seq, hidden)
+    if norm == "rmsnorm":
+        expected, extra = wide / np.sqrt((wide ** 2).mean(axis=1, keepdims=True) + 1e-6) * gamma, {}
+    else:
+        centred = wide - wide.mean(axis=1, keepdims=True)
+        expected = centred / np.sqrt((centred ** 2).mean(axis=1, keepdims=True) + 1e-6) * gamma + beta
+        extra = {"beta": beta}
+    kernel = tnki.jit(getattr(module, f"{norm}_tkg"))
+    out = np.zeros((128, batch * seq, hidden // 128), np.float32)
+    result = simulate(kernel[lnc] if lnc > 1 else kernel, x, gamma, out, shard_on_h=shard_on_h, **extra)
+    np.testing.assert_allclose(result, tkg_norm_layout(expected, lnc), atol=1e-5)
+
 def test_nkilib_dynamic_elementwise_add(kernels):
     module = kernels.load("nki-library", f"{NKILIB}/experimental/dynamic_shapes/dynamic_elementwise_add.py")
     a, b = normal(512, 512).astype(ml_dtypes.bfloat16), normal(512, 512).astype(ml_dtypes.bfloat16)
