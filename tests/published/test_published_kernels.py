@@ -355,6 +355,36 @@ def test_nkilib_rotational_topk(kernels, lnc):
     np.testing.assert_array_equal(values, np.take_along_axis(x, order, axis=-1))
     np.testing.assert_array_equal(indices, order)
 
+
+def softmax(x):
+    exp = np.exp(x - x.max(axis=-1, keepdims=True))
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("pre_norm", [True, False])
+def test_nkilib_router_topk(kernels, pre_norm):
+    """MoE router: logits = x.T @ w + bias, top-k experts; softmax over all experts before top-k
+    (affinities are the full softmax) or over the k chosen logits, scattered to their experts."""
+    module = kernels.load("nki-library", f"{NKILIB}/core/router_topk/router_topk.py")
+    common_types = kernels.load("nki-library", f"{NKILIB}/core/utils/common_types.py")
+    tokens, hidden, experts, k = 64, 256, 16, 4
+    x, w, bias = normal(hidden, tokens), normal(hidden, experts) * 0.1, normal(1, experts)
+    outputs = (np.zeros((tokens, experts), np.float32), np.zeros((tokens, experts), np.float32),
+               np.zeros((tokens, k), np.uint32))
+    logits, index, affinities = simulate(tnki.jit(module.router_topk), x, w, bias, *outputs,
+                                         common_types.RouterActFnType.SOFTMAX, k, module.XHBMLayout_H_T__0,
+                                         module.XSBLayout_tp102__0, router_pre_norm=pre_norm)
+    expected_logits = x.T.astype(np.float64) @ w + bias
+    top = np.argsort(-expected_logits, axis=1, kind="stable")[:, :k]
+    np.testing.assert_allclose(logits, expected_logits, atol=1e-5)
+    np.testing.assert_array_equal(index, top)
+    if pre_norm:
+        expected = softmax(expected_logits)
+    else:
+        expected = np.zeros_like(expected_logits)
+        np.put_along_axis(expected, top, softmax(np.take_along_axis(expected_logits, top, axis=1)), axis=1)
+    np.testing.assert_allclose(affinities, expected, atol=1e-6)
+
 def test_nkilib_output_projection_cte(kernels):
     path = "core/output_projection/output_projection_cte/output_projection_cte.py"
     module = kernels.load("nki-library", f"{NKILIB}/{path}")
