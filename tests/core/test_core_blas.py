@@ -86,3 +86,15 @@ def test_describe_names_the_library_and_its_kernels():
         assert text.startswith("not OpenBLAS")
     else:
         assert text.startswith("OpenBLAS") and "  " not in text
+
+
+def test_a_queued_gemm_is_made_later_with_the_same_bits():
+    stationary, moving, out = _operands(np.random.default_rng(5))
+    now = np.zeros_like(out)
+    blas.gemm(stationary, moving, now, False)
+    calls = []
+    with blas.queued(calls):
+        blas.gemm(stationary, moving, out, False)
+    assert len(calls) == 1 and not out.any()  # recorded, not made
+    blas.run_queued(calls)
+    assert np.array_equal(out, now)

@@ -54,15 +54,17 @@ def assert_same_bits(results: dict[str, np.ndarray]) -> None:
 
 @pytest.fixture
 def chains_on_workers(monkeypatch):
-    """How many matmul chains deferred runs gave to worker threads (so a test knows it compared
-    something that ran in parallel)."""
+    """For each segment whose chains ran on worker threads: how many matmuls they held (so a test
+    knows it compared something that ran in parallel)."""
     seen = []
-    original = deferred.DeferredQueue._run_chain
+    original = deferred.DeferredQueue._run_chains
 
-    def spy(self, chain, position):
-        seen.append(len(chain))
-        return original(self, chain, position)
-    monkeypatch.setattr(deferred.DeferredQueue, "_run_chain", spy)
+    def spy(self, entries):
+        done = original(self, entries)
+        if done:
+            seen.append(len(done))
+        return done
+    monkeypatch.setattr(deferred.DeferredQueue, "_run_chains", spy)
     return seen
 
 
@@ -127,7 +129,7 @@ def test_a_grid_of_chains_runs_on_workers_with_the_bits_of_eager_execution(chain
     rng = np.random.default_rng(1)
     lhsT, rhs = (rng.standard_normal((384, width)).astype(np.float32) for width in (256, 1024))
     results = run_in_every_mode(matmul_grid, lhsT, rhs, 128, 512, False, False, lnc2=True)
-    assert chains_on_workers == [3] * 4  # deferred: four chains of three matmuls ran on workers
+    assert chains_on_workers == [12]  # deferred: four chains of three matmuls ran on workers
     assert_same_bits(results)
 
 

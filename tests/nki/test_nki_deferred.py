@@ -242,9 +242,9 @@ def k_outer_pair(lhsT, rhs):
     return out
 
 
-def test_of_errors_on_workers_the_earliest_issued_is_raised(monkeypatch, on_workers):
+def test_of_errors_in_side_by_side_chains_the_earliest_issued_is_raised(monkeypatch, on_workers):
     """Chain n=0 fails at k=2 and chain n=1 at k=0: n=1's matmul was issued first, although its
-    chain is the second one handed to the workers."""
+    chain is the second one."""
     original = deferred.run_instruction
 
     def failing(ins, inputs, outputs, state, strict):

@@ -19,6 +19,7 @@ order PSUM accumulation has) instead of a product array and a second pass to add
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import ctypes
 import functools
 import os
@@ -92,7 +93,36 @@ _ROW_MAJOR, _NO_TRANSPOSE, _TRANSPOSE = 101, 111, 112  # the CBLAS enum values
 
 def gemm(stationary: np.ndarray, moving: np.ndarray, out: np.ndarray, add: bool) -> None:
     """out = stationary.T @ moving, or out += stationary.T @ moving when `add` (all fp32 2-D:
-    [K, M], [K, N], [M, N]). One sgemm call when the layouts allow it, else numpy."""
+    [K, M], [K, N], [M, N]). One sgemm call when the layouts allow it, else numpy. Inside a
+    `queued` block the call is only recorded, to be made later by `run_queued`."""
+    calls = _queued.get()
+    if calls is not None:
+        calls.append((stationary, moving, out, add))
+    else:
+        _multiply(stationary, moving, out, add)
+
+
+_queued: contextvars.ContextVar[list | None] = contextvars.ContextVar("trnsim_queued_gemms", default=None)
+
+
+@contextlib.contextmanager
+def queued(calls: list):
+    """Inside the block, `gemm` appends its arguments to `calls` instead of multiplying: core/
+    deferred.py does a matmul's bookkeeping on the kernel's thread and its arithmetic on a worker."""
+    token = _queued.set(calls)
+    try:
+        yield
+    finally:
+        _queued.reset(token)
+
+
+def run_queued(calls: list) -> None:
+    """Make the recorded `gemm` calls, in order: the same calls, so the same bits."""
+    for call in calls:
+        _multiply(*call)
+
+
+def _multiply(stationary: np.ndarray, moving: np.ndarray, out: np.ndarray, add: bool) -> None:
     library = _openblas()
     rows = [_blas_rows(a) for a in (stationary, moving, out)]
     if library is None or library.sgemm is None or None in rows or 0 in out.shape or stationary.shape[0] == 0:

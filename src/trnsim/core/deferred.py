@@ -3,13 +3,15 @@
 Why: an nc_matmul is a 128 x 128 x 512 GEMM, and most of a matmul kernel's time is these GEMMs.
 One BLAS thread per instruction (nki/jit.py runs kernels so) uses one core; the usual NKI blocked
 matmul issues, for each output tile of a block, a K loop of matmuls into its own PSUM tile, and
-those chains are independent of each other. Queued, they run side by side on worker threads
-(ctypes lets go of the GIL during sgemm), one chain at a time per thread, each matmul the same
-`execute.run` call that eager execution makes.
+those chains are independent of each other. When the queue runs, each matmul of such a chain
+goes through the same `execute.run` call as in eager execution, on the kernel's thread and in
+issue order (PSUM flags, shadows, errors), except that its sgemm is only recorded
+(`blas.queued`); a chain's recorded GEMMs then run in order on a worker thread (ctypes lets go
+of the GIL during sgemm), the chains side by side.
 
-Why the values are bitwise those of eager execution: each matmul is computed by the same code
-with the same operands, shapes and strides, on one BLAS thread, in the same order within its
-PSUM tile; only which thread runs it changes. (BLAS sums one K tile in an order that depends on
+Why the values are bitwise those of eager execution: each matmul is the same sgemm call, with
+the same operands, shapes and strides, on one BLAS thread, in the same order within its PSUM
+tile; only which thread makes the call changes. (BLAS sums one K tile in an order that depends on
 the GEMM's shape, its thread count and where an element falls in the kernel's register blocks,
 so one GEMM over a whole grid of tiles, as this module used to run, or a multi-threaded GEMM,
 differs in the last fp32 bits: in 2% to 44% of the elements on the project machine's OpenBLAS,
@@ -21,9 +23,9 @@ The rules that make reordering safe:
   reads or writes: the segment runs first. So running all of a segment's matmuls before its other
   instructions (which keep their order) gives the values that issue order gives. Matmuls read
   SBUF and write PSUM only, so the chains of different PSUM tiles never touch each other's data.
-* Only chains that draw nothing and warn about nothing run on workers: fp32 results (a cast could
-  draw stochastic-rounding bits, which must come in issue order) and no `accumulate=True` (onto
-  never-written PSUM it warns). Of the errors on workers, the earliest instruction's is raised.
+* Only chains whose GEMMs may wait run on workers: one 2-D fp32 PSUM region, so after its first
+  matmul every step is a plain sgemm adding into it and nothing reads values a recorded GEMM has
+  not made yet (see `_runs_alone`).
 * Anything that looks at values outside execution runs the queue first (`flush`): reading a
   tile's values (`View.array` of a buffer the core made), the engine state (registers, RNG),
   instructions whose values the front end moves itself, a failing check, and the kernel's end.
@@ -38,12 +40,11 @@ Strict mode and `config.override(eager=True)` execute every instruction when it 
 
 from __future__ import annotations
 
-import contextvars
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from trnsim.core import blas
-from trnsim.core.execute import F32, f32_reused
+from trnsim.core.execute import F32
 from trnsim.core.execute import run as run_instruction
 from trnsim.core.isa import Opcode
 from trnsim.core.memory import View
@@ -109,7 +110,8 @@ class DeferredQueue:
         return tuple(detached)
 
     def flush(self) -> None:
-        """Run the segment: its independent matmul chains on workers, then the rest in issue order."""
+        """Run the segment: its independent matmul chains (GEMMs on workers), then the rest in
+        issue order."""
         entries = self.entries
         self.entries, self.clones, self.written, self.touched = [], {}, set(), set()
         self.matmuls = 0
@@ -119,7 +121,9 @@ class DeferredQueue:
                 run_instruction(entry.ins, entry.inputs, entry.outputs, self.state, False)
 
     def _run_chains(self, entries: list[Queued]) -> set[int]:
-        """Run every chain that may run alone on worker threads; return the ids of its entries."""
+        """Run every chain that may run alone: its matmuls' bookkeeping here, in issue order, with
+        their GEMMs queued (`blas.queued`); each chain's GEMMs on a worker once it is complete.
+        Return the ids of the entries run."""
         chains: dict[int, list[Queued]] = {}
         for entry in entries:
             if entry.ins.opcode is Opcode.MATMUL:
@@ -127,32 +131,34 @@ class DeferredQueue:
         alone = [chain for chain in chains.values() if _runs_alone(chain)]
         if len(alone) < 2:
             return set()
-        position = {id(entry): index for index, entry in enumerate(entries)}
+        gemms_of: dict[int, list] = {}  # entry id -> its chain's queued GEMMs
         for chain in alone:
-            for entry in chain:
-                for view in entry.inputs:
-                    f32_reused(view)  # each fp32 shadow is made here, before workers read it
+            gemms: list = []
+            gemms_of.update((id(entry), gemms) for entry in chain)
+        last = {id(chain[-1]) for chain in alone}
         with ThreadPoolExecutor(min(len(alone), blas.started_threads())) as workers:
-            runs = [workers.submit(contextvars.copy_context().run, self._run_chain, chain, position)
-                    for chain in alone]
-            failures = [failure for run in runs if (failure := run.result()) is not None]
-        if failures:
-            raise min(failures, key=lambda failure: failure[0])[1]
-        return {id(entry) for chain in alone for entry in chain}
-
-    def _run_chain(self, chain: list[Queued], position: dict[int, int]) -> tuple[int, Exception] | None:
-        """Run one chain in order; on an error, stop and return (its position in the segment, error)."""
-        for entry in chain:
-            try:
-                run_instruction(entry.ins, entry.inputs, entry.outputs, self.state, False)
-            except Exception as error:  # raised by the caller, earliest instruction first
-                return position[id(entry)], error
-        return None
+            runs = []
+            for entry in entries:
+                gemms = gemms_of.get(id(entry))
+                if gemms is None:
+                    continue
+                with blas.queued(gemms):
+                    run_instruction(entry.ins, entry.inputs, entry.outputs, self.state, False)
+                if id(entry) in last:
+                    runs.append(workers.submit(blas.run_queued, gemms))
+            for run in runs:
+                run.result()
+        return set(gemms_of)
 
 
 def _runs_alone(chain: list[Queued]) -> bool:
-    """A chain whose matmuls draw nothing and warn about nothing: fp32 results, no accumulate=True."""
-    return all(entry.outputs[0].element.numpy == F32 and entry.ins.param("accumulate") is not True
-               for entry in chain)
-
-
+    """A chain whose matmuls after the first are all plain GEMMs adding into one 2-D fp32 PSUM
+    region (so no later step reads values a queued GEMM has not made yet), which draw nothing and
+    warn about nothing: no cast to draw stochastic-rounding bits, no `accumulate=True` (onto
+    never-written PSUM it warns), no transpose mode."""
+    out = chain[0].outputs[0]
+    key = (out.offset, out.shape, out.strides)
+    return len(out.shape) == 2 and out.element.numpy == F32 and all(
+        (e.outputs[0].offset, e.outputs[0].shape, e.outputs[0].strides) == key
+        and e.outputs[0].element is out.element and e.ins.param("accumulate") is not True
+        and not e.ins.param("is_transpose") for e in chain)
