@@ -75,7 +75,7 @@ def instructions(draw):
         kwargs["op"] = _operator(draw, tuple(_ALU), "rsqrt")
         case["data2"] = draw(st.sampled_from(((partitions, free), (partitions, max(1, free // 2)))))
     elif op == "tensor_scalar":
-        kwargs["op0"] = _operator(draw, tuple(_ALU), "rsqrt")
+        kwargs["op0"] = _operator(draw, tuple(_ALU), "exp")  # rsqrt, like nl.abs, is a legal unary op0
         kwargs["operand0"] = _maybe(draw, draw(st.sampled_from((1.5, -2.0, np.float32(0.5), "column"))),
                                     bad=JUNK + ("column11",))
         kwargs["reverse0"] = _maybe(draw, draw(st.booleans()), bad=("False", None, 2))

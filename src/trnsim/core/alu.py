@@ -81,6 +81,14 @@ ALU: dict[str, tuple[Callable, float | None]] = {
     "left_shift": (_bitwise(np.left_shift), None),
     "right_shift": (_bitwise(lambda a, b: (a & 0xFFFFFFFF) >> b), None),
 }
+UNARY: dict[str, tuple[Callable, int]] = {
+    "abs": (np.abs, 2), "rsqrt": (lambda a: 1.0 / np.sqrt(a), 2), "reciprocal": (lambda a: 1.0 / a, 2),
+    "square": (np.square, 4), "relu": (lambda a: np.maximum(a, 0), 4),
+}
+"""The arithmetic unary operators (name -> function of one fp32 array, first NeuronCore generation):
+the "Arithmetic Unary" rows of the NKI ISA operator table (nki.api.shared, tbl-aluop). They serve
+as `op0` of tensor_scalar and tensor_scalar_reduce, whose operand0 is then None or 0
+(nki.isa.tensor_scalar); square and relu only from trn3 (NKI 0.4.0 release notes)."""
 BITWISE = frozenset({"bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"})
 REDUCIBLE = frozenset(name for name, (_, identity) in ALU.items() if identity is not None) | {
     "logical_and", "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor"}

@@ -13,7 +13,7 @@ from numbers import Integral, Real
 from operator import attrgetter
 
 from trnsim.core import alu
-from trnsim.core.execute_mx import GROUP_PARTITIONS, scale_rows
+from trnsim.core.execute_mx import GROUP_PARTITIONS, QUADRANT, scale_rows
 from trnsim.core.isa import DMA, ELEMENTWISE, SAME_PARTITIONS, SPECS, Engine, Kind, Memory, Opcode, Param
 from trnsim.core.rules import RuleTable
 from trnsim.core.trace import InputRef, Instruction, Region
@@ -126,6 +126,7 @@ def _pattern(value, param: Param) -> bool:
 
 _VALID = {
     Kind.ALU: lambda value, param: type(value) is str and value in alu.ALU,
+    Kind.ALU_OR_UNARY: lambda value, param: type(value) is str and (value in alu.ALU or value in alu.UNARY),
     Kind.REDUCE: lambda value, param: type(value) is str and value in alu.REDUCTIONS,
     Kind.ACTIVATION: lambda value, param: type(value) is str and (value in alu.ACTIVATIONS
                                                                    or value == "prelu"),
@@ -155,6 +156,9 @@ def _expected(param: Param) -> str:
         return f"one of {list(param.choices)}"
     if param.kind is Kind.ALU:
         return f"an ALU operator: {', '.join(sorted(alu.ALU))}"
+    if param.kind is Kind.ALU_OR_UNARY:
+        unary = ", ".join(sorted(alu.UNARY))
+        return f"an ALU operator: {', '.join(sorted(alu.ALU))}; or a unary one: {unary}"
     if param.kind is Kind.REDUCE:
         return f"a reduction operator: {', '.join(sorted(alu.REDUCTIONS))}"
     bounds = [f">= {param.low}"] if param.low is not None else []
@@ -204,6 +208,8 @@ def _check_partitions(ins: Instruction, region: Region, core) -> None:
               f"(partitions {region.partition_start}..{end - 1}); {core.name} has {core.partitions}",
               hint="split the tile along its first dimension")
     if region.partition_start == 0 or ins.engine is Engine.DMA or ins.opcode in DMA:
+        return
+    if _mx_scale_of(ins, region):  # its start rule is _mx_scale's
         return
     allowed = _start_partitions(region.partition_count, core.partitions)
     if region.partition_start not in allowed:
@@ -340,9 +346,26 @@ def _matmul_mx(ins: Instruction, core) -> None:
     _psum_bank(ins, core, dst)
 
 
+MX_SCALE_OFFSETS = (0, 4, 8, 12)
+"""Where in its quadrant an MX scale tile may start: quantize_mx and nc_matmul_mx write and read
+scales at offset 0, 4, 8 or 12, so up to four tensors' scales share one tile (NKI MXFP matmul
+guide, "Packing Scale Values")."""
+
+
+def _mx_scale_of(ins: Instruction, region: Region) -> bool:
+    """Whether `region` is a scale operand of an MX instruction (its start rule is _mx_scale's)."""
+    scales = ins.outputs[1:] if ins.opcode is Opcode.QUANTIZE_MX else ins.inputs[2:]
+    return ins.opcode in (Opcode.QUANTIZE_MX, Opcode.MATMUL_MX) and any(region is s for s in scales)
+
+
 def _mx_scale(ins: Instruction, scale: Region, partitions: int, columns: int) -> None:
     """One E8M0 byte per MX group (8 partitions) and column: the scale tile has a row for each group
-    (in group order, or in the quadrant layout of core/execute_mx.py) and `columns` bytes in it."""
+    (in group order, or in the quadrant layout of core/execute_mx.py) and `columns` bytes in it; it
+    starts at one of the MX_SCALE_OFFSETS of a quadrant."""
+    if scale.partition_start % QUADRANT not in MX_SCALE_OFFSETS:
+        _fail(ShapeError, ins, f"scale {scale.name!r} starts at partition {scale.partition_start}; MX scales "
+              f"sit at offset 0, 4, 8 or 12 of a {QUADRANT}-partition quadrant",
+              hint="slice the scale tile from one of those partitions")
     groups = -(-partitions // GROUP_PARTITIONS)
     last_row = scale_rows(groups, scale.partition_count)[-1]
     if scale.dtype_bytes != 1 or last_row >= scale.partition_count or _free(scale) < columns:

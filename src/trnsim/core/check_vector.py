@@ -14,7 +14,7 @@ from trnsim.core import alu
 from trnsim.core.check import CHECK, _fail, _free, shape_of
 from trnsim.core.isa import Engine, Memory, Opcode
 from trnsim.core.trace import InputRef, Instruction, Region
-from trnsim.errors import ArgumentError, DTypeError, KernelError, ShapeError
+from trnsim.errors import ArgumentError, DTypeError, KernelError, ShapeError, UnsupportedError
 
 BN_STATS_VALUES = 6
 """bn_stats writes count, mean and variance*count of the even and of the odd elements (nki.isa.bn_stats)."""
@@ -79,9 +79,27 @@ def _reduce_res_only(ins: Instruction, core) -> None:
 
 @CHECK.register(Opcode.TENSOR_SCALAR)
 def _tensor_scalar(ins: Instruction, core) -> None:
-    """A second operator needs its operand."""
+    """Each operator has its operand (a unary op0 has none); a second operator needs operand1."""
+    _op0_operand(ins, core)
     if ins.param("op1") is not None and ins.param("operand1") is None:
         _fail(ArgumentError, ins, f"op1={ins.param('op1')!r} without operand1", hint="pass operand1=")
+
+
+def _op0_operand(ins: Instruction, core) -> None:
+    """A binary op0 needs operand0; a unary one (nl.abs, ...) takes None or 0 there, and square and
+    relu need trn3 (core/alu.py, UNARY)."""
+    op0, operand0 = ins.param("op0"), ins.param("operand0")
+    if op0 not in alu.UNARY:
+        if operand0 is None:
+            _fail(ArgumentError, ins, f"operand0=None; op0={op0} needs an operand", hint="pass operand0=")
+        return
+    if type(operand0) is InputRef or operand0 not in (None, 0):
+        _fail(ArgumentError, ins, f"op0={op0} is unary; operand0 must be None or 0",
+              hint="drop operand0, or use a binary operator")
+    first_generation = alu.UNARY[op0][1]
+    if core.generation < first_generation:
+        _fail(UnsupportedError, ins, f"op0={op0} needs NeuronCore generation {first_generation} or later; "
+              f"{core.name} is generation {core.generation}", hint="choose a newer target")
 
 
 @CHECK.register(Opcode.SCALAR_TENSOR_TENSOR)
@@ -136,6 +154,7 @@ def _tensor_scalar_reduce(ins: Instruction, core) -> None:
     if ins.param("op0") in alu.BITWISE:
         _fail(ArgumentError, ins, f"op0={ins.param('op0')}; tensor_scalar_reduce takes an arithmetic "
               f"operator, not a bitvec one", hint="use tensor_scalar, then tensor_reduce")
+    _op0_operand(ins, core)
     same_layout(ins, ins.inputs[0], ins.outputs[0])
     _reduce_res(ins)
 

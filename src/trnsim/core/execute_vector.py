@@ -108,8 +108,11 @@ def _tensor_tensor(ins: Instruction, io: Operands) -> None:
 def _tensor_scalar_values(ins: Instruction, io: Operands) -> np.ndarray:
     raw = ins.param("op0") in alu.BITWISE
     data = io.raw(0) if raw else io.f32(0)
-    out = _binary(ins.param("op0"), data, _per_partition(_operand(io, "operand0", raw), data.ndim),
-                  ins.param("reverse0", False))
+    if ins.param("op0") in alu.UNARY:  # nl.abs and the like: no operand
+        out = alu.UNARY[ins.param("op0")][0](data)
+    else:
+        out = _binary(ins.param("op0"), data, _per_partition(_operand(io, "operand0", raw), data.ndim),
+                      ins.param("reverse0", False))
     if ins.param("op1") is not None:
         bits = ins.param("op1") in alu.BITWISE
         out = _binary(ins.param("op1"), out, _per_partition(_operand(io, "operand1", bits), data.ndim),

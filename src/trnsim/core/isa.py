@@ -98,6 +98,7 @@ class Kind(enum.Enum):
     """What a parameter's value may be; core/check.py has one validator per kind."""
 
     ALU = "an ALU operator (nl.add, nl.maximum, ...)"
+    ALU_OR_UNARY = "an ALU operator, or a unary one (nl.abs, nl.rsqrt, ...) with operand0 None or 0"
     REDUCE = "a reduction operator (add, multiply, maximum, minimum, a bitwise or logical op)"
     ACTIVATION = "an activation function (nl.exp, nl.relu, ...)"
     BOOL = "True or False"
@@ -189,6 +190,7 @@ _SCALAR_ENGINE_OPS = {
 }
 _TWO_OPS = {"op0": _ALU, "operand0": _SCALAR, "reverse0": _BOOL, "op1": _ALU_OPT, "operand1": _SCALAR_OPT,
             "reverse1": _BOOL}
+_OP0 = Param(Kind.ALU_OR_UNARY)  # tensor_scalar(_reduce): op0 may be unary (CHECK: operand0, generation)
 _RAND2_BOUND = Param(Kind.NUMBER, first_generation=4)  # rand2(dst, min, max) issues RNG with bounds
 _ENGINE_NAMES = tuple(e.value for e in Engine) + ("unknown", "gpsimd_dma")
 
@@ -218,13 +220,13 @@ SPECS: dict[Opcode, InstructionSpec] = {s.opcode: s for s in (
     _spec(Opcode.ACTIVATION_REDUCE, _S, outputs=("dst", "reduce_res"),
           params={"op": Param(Kind.ACTIVATION), "bias": _SCALAR_OPT, "scale": _SCALAR, **_REDUCTION}),
     _spec(Opcode.TENSOR_TENSOR, _V, _G, inputs=("data1", "data2"), params={"op": _ALU}),
-    _spec(Opcode.TENSOR_SCALAR, _V, _S, _G, params=_TWO_OPS),
+    _spec(Opcode.TENSOR_SCALAR, _V, _S, _G, params={**_TWO_OPS, "op0": _OP0, "operand0": _SCALAR_OPT}),
     _spec(Opcode.SCALAR_TENSOR_TENSOR, _V, _G,
           params={**_TWO_OPS, "op1": _ALU, "operand1": Param(Kind.TILE)}),
     _spec(Opcode.TENSOR_REDUCE, _V, _G,
           params={"op": _REDUCE, "axis": Param(Kind.INTS), "negate": _BOOL, "keepdims": _BOOL}),
     _spec(Opcode.TENSOR_SCALAR_REDUCE, _V, outputs=("dst", "reduce_res?"),
-          params={"op0": _ALU, "operand0": _SCALAR, "reverse0": _BOOL, "reduce_res_negate": _BOOL,
+          params={"op0": _OP0, "operand0": _SCALAR_OPT, "reverse0": _BOOL, "reduce_res_negate": _BOOL,
                   **_REDUCTION}),
     _spec(Opcode.TENSOR_TENSOR_SCAN, _V, inputs=("data0", "data1"),
           params={"initial": _SCALAR, "op0": _ALU, "op1": _ALU, "reverse0": _BOOL, "reverse1": _BOOL,

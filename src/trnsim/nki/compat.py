@@ -5,10 +5,11 @@
     import nki, nki.language as nl, nki.isa as nisa    # these are trnsim.nki modules now
 
 or from the shell: `trnsim run kernel_script.py`. The aliases cover `nki` and every
-`nki.<module>` trnsim has (`nki.language`, `nki.isa`, `nki.typing`, ...; `nki.isa.constants` gives the
-ISA enums) and the same under the old `neuronxcc.nki` path. They are installed by an import hook
-(no top-level package named `nki` exists in trnsim), and enabling refuses when a real `nki` or
-`neuronxcc` is importable, so a real installation is never shadowed silently.
+`nki.<module>` trnsim has (`nki.language`, `nki.isa`, `nki.typing`, ...; `nki.isa.constants` is
+trnsim.nki.isa_constants, the ISA enums) and the same under the old `neuronxcc.nki` path. They are
+installed by an import hook (no top-level package named `nki` exists in trnsim), and enabling
+refuses when a real `nki` or `neuronxcc` is importable, so a real installation is never shadowed
+silently.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ import types
 from trnsim.errors import ConfigError
 
 _NAMESPACES = ("neuronxcc",)
-# Published module names whose contents live in another trnsim module: kernels import the ISA enums
-# (`dge_mode`, `oob_mode`, `engine`, ...) from `nki.isa.constants`.
-_RENAMED = {"isa.constants": "trnsim.nki.isa"}
+# Published module names whose contents live in a trnsim module of another name: kernels import the
+# ISA enums (`dge_mode`, `oob_mode`, `engine`, ...) from `nki.isa.constants`.
+_RENAMED = {"isa.constants": "trnsim.nki.isa_constants"}
 
 
 class _AliasLoader(importlib.abc.Loader):
@@ -101,11 +102,6 @@ def disable() -> None:
     for name in list(sys.modules):
         if name in _NAMESPACES or alias_target(name) is not None:
             del sys.modules[name]
-    for relative, target in _RENAMED.items():  # importing a child sets it on its parent: undo that too
-        parent_name, _, attribute = f"trnsim.nki.{relative}".rpartition(".")
-        parent = sys.modules.get(parent_name)
-        if parent is not None and getattr(parent, attribute, None) is sys.modules.get(target):
-            delattr(parent, attribute)
 
 
 def is_enabled() -> bool:

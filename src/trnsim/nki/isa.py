@@ -8,70 +8,35 @@ docs/nki.md lists them.
 
 from __future__ import annotations
 
-import enum
 from numbers import Integral, Real
 
 from trnsim.core.isa import Opcode
 from trnsim.core.trace import InputRef
 from trnsim.errors import KernelError, UnsupportedError
 from trnsim.nki import backend, calls
+from trnsim.nki import isa_constants as constants
+from trnsim.nki.isa_constants import (
+    dge_mode,
+    dma_engine,
+    engine,
+    gpsimd_engine,
+    matmul_perf_mode,
+    nc_version,
+    oob_mode,
+    reduce_cmd,
+    scalar_engine,
+    tensor_engine,
+    unknown_engine,
+    vector_engine,
+)
 from trnsim.nki.registers import VirtualRegister, register_alloc, register_load, register_move, register_store
 from trnsim.nki.tensor import IndirectTensor, NkiTensor
 
 __all__ = [
+    "constants", "dge_mode", "dma_engine", "engine", "gpsimd_engine", "matmul_perf_mode", "nc_version",
+    "oob_mode", "reduce_cmd", "scalar_engine", "tensor_engine", "unknown_engine", "vector_engine",
     "VirtualRegister", "register_alloc", "register_load", "register_move", "register_store",
 ]
-
-
-class engine(enum.Enum):  # noqa: N801 - NKI's spelling
-    tensor = "tensor"
-    vector = "vector"
-    scalar = "scalar"
-    gpsimd = "gpsimd"
-    dma = "dma"
-    sync = "sync"
-    unknown = "unknown"
-
-
-class reduce_cmd(enum.Enum):  # noqa: N801
-    idle = "idle"
-    reset = "reset"
-    reduce = "reduce"
-    reset_reduce = "reset_reduce"
-    load_reduce = "load_reduce"
-
-
-class dge_mode(enum.IntEnum):  # noqa: N801
-    unknown = 0
-    swdge = 1
-    hwdge = 2
-    none = 3
-
-
-class oob_mode(enum.Enum):  # noqa: N801
-    error = "error"
-    skip = "skip"
-
-
-class matmul_perf_mode(enum.Enum):  # noqa: N801
-    none = "none"
-    double_row = "double_row"
-
-
-class nc_version(enum.IntEnum):  # noqa: N801
-    gen2 = 2
-    gen3 = 3
-    gen4 = 4
-
-
-class dma_engine(enum.Enum):  # noqa: N801
-    dma = "dma"
-    gpsimd_dma = "gpsimd_dma"
-
-
-tensor_engine, vector_engine, scalar_engine, gpsimd_engine = (engine.tensor, engine.vector, engine.scalar,
-                                                              engine.gpsimd)
-unknown_engine = engine.unknown
 
 
 NkiValidationError = KernelError  # NKI's name for a refused instruction; trnsim raises KernelError kinds

@@ -17,6 +17,7 @@ import numbers
 import os
 import sys
 import threading
+import warnings
 from dataclasses import dataclass
 from math import prod
 
@@ -129,14 +130,35 @@ def _kernel_site(fn) -> SourceLoc | None:
 
 
 def jit(fn=None, **options):
-    """`@nki.jit` / `@nki.jit(...)`: wrap a kernel function."""
-    for removed in ("platform_target", "mode"):
-        if removed in options:
-            raise ConfigError(f"nki.jit({removed}=...) was removed in NKI 0.3.0",
-                              hint="set NEURON_PLATFORM_TARGET_OVERRIDE or pass target= to simulate")
+    """`@nki.jit` / `@nki.jit(...)`: wrap a kernel function.
+
+    NKI 0.6 documents no jit options. Two old ones are handled as its 0.3.0 release notes say:
+    `mode=` is deprecated and ignored (a DeprecationWarning here), `platform_target=` is an error.
+    Any other option is an error too, so a misspelt one never goes unnoticed."""
+    if "mode" in options:
+        _warn_mode(options.pop("mode"))
+    if options:
+        raise _option_error(*next(iter(options.items())))
     if fn is None:
         return lambda f: Kernel(f, options=options)
     return fn if isinstance(fn, Kernel) else Kernel(fn, options=options)
+
+
+def _warn_mode(mode) -> None:
+    """The deprecation warning for `mode=`, at the decorator's line."""
+    warnings.warn(f"nki.jit(mode={mode!r}): mode is deprecated and ignored since NKI 0.3.0 (the framework "
+                  f"is detected from the arguments); remove it", DeprecationWarning, stacklevel=3)
+
+
+def _option_error(name: str, value) -> ConfigError:
+    """The refusal of a jit option, at the decorator's line, saying what to do instead."""
+    where = SourceLoc.of_caller()
+    if name == "platform_target":
+        return ConfigError(f"nki.jit(platform_target={value!r}) is an error since NKI 0.3.0",
+                           hint=f"remove it and set NEURON_PLATFORM_TARGET_OVERRIDE={value} (or pass "
+                                f"target={value!r} to nki.simulate)", where=where)
+    return ConfigError(f"nki.jit({name}=...) is not an option of nki.jit", where=where,
+                       hint="NKI 0.6's nki.jit takes no options; remove it")
 
 
 def simulate(kernel, target: str | None = None):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import math
+import os
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from trnsim.core.isa import Memory
 from trnsim.errors import ArgumentError, SourceLoc, UnsupportedError
 from trnsim.nki import backend, calls, dtypes
 from trnsim.nki import isa as nisa
+from trnsim.nki.objects import NKIObject  # noqa: F401 - nl.NKIObject
 from trnsim.nki.registers import VirtualRegister
 from trnsim.nki.tensor import DynSlice, NkiTensor
 
@@ -47,10 +49,6 @@ def is_hbm(buffer) -> bool:
 
 def is_on_chip(buffer) -> bool:
     return not is_hbm(buffer)
-
-
-class NKIObject:
-    """Base for plain classes used inside kernels (any Python class works in trnsim)."""
 
 
 # --- tile sizes -----------------------------------------------------------------------------------
@@ -145,9 +143,20 @@ def random_seed(seed) -> None:
 
 
 def shared_constant(constant, dtype=None) -> NkiTensor:
-    """A copy of `constant` in shared HBM: the kernel's tensor never aliases the caller's array."""
+    """A copy of `constant` in shared HBM: the kernel's tensor never aliases the caller's array.
+    `constant` is an array or, as NKI also takes, the path of a `.npy` file."""
+    if isinstance(constant, str | os.PathLike):
+        constant = _load_npy(constant)
     values = np.array(constant, dtypes.dtype(dtype).numpy if dtype is not None else None)
     return backend.new_tensor(values.shape, values.dtype, shared_hbm, "constant", values=values)
+
+
+def _load_npy(path) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as error:
+        raise ArgumentError(f"nl.shared_constant({os.fspath(path)!r}): not a readable .npy file ({error})",
+                            hint="pass an array, or the path of a file np.save wrote") from None
 
 
 def shared_identity_matrix(n: int, dtype=uint8, dst=None) -> NkiTensor:
@@ -299,7 +308,14 @@ OLD_API = {"arange": "slicing or nl.ds", "mgrid": "slicing or nl.ds", "par_dim":
            "finfo": "numpy.finfo", "all_reduce": "nki.collectives"}
 
 
+# Names nki-library uses that the NKI 0.6 reference does not list (`nl.bool` in a dtype helper,
+# `nl.range` as a loop): module attributes only, so this module's own `bool` and `range` stay Python's.
+_UNLISTED = {"bool": "bool_", "range": "affine_range"}
+
+
 def __getattr__(name: str):
+    if name in _UNLISTED:
+        return globals()[_UNLISTED[name]]
     if name in OLD_API:
         raise UnsupportedError(f"nl.{name} belongs to the old neuronxcc.nki API; trnsim emulates NKI 0.6",
                                what=f"nl.{name}", hint=f"use {OLD_API[name]}", where=SourceLoc.of_caller())

@@ -1,4 +1,8 @@
-"""`nki.typing`: `nt.tensor[shape]` style annotations. They document; trnsim does not enforce them."""
+"""`nki.typing` (nt): annotations for kernel parameters. They document; trnsim does not enforce them.
+
+`nt.tensor[128, 512]` declares an expected shape (NKI 0.3.0 migration guide); nki-library marks the
+outputs a kernel writes in place as `nt.mutable_tensor` (its router_topk API reference).
+"""
 
 from __future__ import annotations
 
@@ -12,4 +16,5 @@ class _Annotation:
 
 
 tensor = _Annotation()
+mutable_tensor = _Annotation()
 scalar = _Annotation()
