@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 
 import trnsim.nki as nki
+import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 from trnsim.errors import UnsupportedError
+from trnsim.nki import lnc
 
 
 def test_old_api_name_in_a_kernel_names_the_kernel_line():
@@ -18,3 +20,25 @@ def test_old_api_name_in_a_kernel_names_the_kernel_line():
 
     with pytest.raises(UnsupportedError, match=r"^test_published_gaps\.py:\d+ in old_api_kernel: .*par_dim"):
         nki.simulate(old_api_kernel)(np.zeros((128, 64), np.float32))
+
+
+def test_back_to_back_sendrecv_on_one_pipe_delivers_every_tile_in_order(monkeypatch):
+    """nki-library's MoE MLP exchanges tiles on pipe 0 many times in a row: a core that runs ahead must
+    not overwrite the tile its peer has not collected yet (that lost a tile and deadlocked)."""
+    monkeypatch.setattr(lnc, "_WAIT_S", 5.0)
+    rounds = 30
+
+    @nki.jit
+    def exchange_rounds(x):
+        out = nl.ndarray((rounds, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+        me = nl.program_id(0)
+        for i in range(rounds):
+            mine = nl.full((1, 4), float(i + 100 * me), nl.float32)
+            theirs = nl.ndarray((1, 4), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+            if me == 0:
+                nl.store(out[i:i + 1, :], theirs)
+        return out
+
+    result = nki.simulate(exchange_rounds[2], target="trn2")(np.zeros((1, 4), np.float32))
+    np.testing.assert_array_equal(result[:, 0], np.arange(rounds) + 100)

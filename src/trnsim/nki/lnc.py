@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+from collections import deque
 
 import numpy as np
 
@@ -32,13 +33,15 @@ def exchange(src, dst, send_to: int, recv_from: int, pipe: int) -> None:
     if not running.with_values:
         return
     condition = _condition(launch)
+    # One queue per (receiver, sender, pipe): a core that runs ahead queues its next tile behind the
+    # one its peer has not collected yet, so tiles arrive in the order they were sent.
     with condition:
-        launch.mailboxes[(send_to, me, pipe)] = np.array(src.array(), np.float32)
+        launch.mailboxes.setdefault((send_to, me, pipe), deque()).append(np.array(src.array(), np.float32))
         condition.notify_all()
-        if not condition.wait_for(lambda: (me, recv_from, pipe) in launch.mailboxes, _WAIT_S):
+        if not condition.wait_for(lambda: launch.mailboxes.get((me, recv_from, pipe)), _WAIT_S):
             raise KernelError(f"sendrecv on core {me} waited for core {recv_from} (pipe {pipe}), which never "
                               f"sent", hint="both cores must run the same sendrecv calls")
-        values = launch.mailboxes.pop((me, recv_from, pipe))
+        values = launch.mailboxes[(me, recv_from, pipe)].popleft()
     dst.array()[...] = to_storage(values, dst.element).reshape(dst.shape)
     mark_written(dst)
 
