@@ -385,6 +385,33 @@ def test_nkilib_router_topk(kernels, pre_norm):
         np.put_along_axis(expected, top, softmax(np.take_along_axis(expected_logits, top, axis=1)), axis=1)
     np.testing.assert_allclose(affinities, expected, atol=1e-6)
 
+
+@pytest.mark.parametrize("all_experts,mask_unselected", [(False, False), (True, False), (True, True)])
+def test_nkilib_moe_tkg(kernels, all_experts, mask_unselected):
+    """MoE decode MLP in bf16: each token's experts (its top k, or all, optionally masked to its top k) apply
+    silu(x @ gate) * (x @ up) @ down, summed with the token's affinities (POST_SCALE)."""
+    module = kernels.load("nki-library", f"{NKILIB}/core/moe/moe_tkg/moe_tkg.py")
+    common_types = kernels.load("nki-library", f"{NKILIB}/core/utils/common_types.py")
+    tokens, hidden, inner, experts, k = 4, 256, 128, 4, 2
+    bf16 = ml_dtypes.bfloat16
+    x, gate_up = normal(tokens, hidden, dtype=bf16), (normal(experts, hidden, 2, inner) * 0.1).astype(bf16)
+    down = (normal(experts, inner, hidden) * 0.1).astype(bf16)
+    affinities = softmax(normal(tokens, experts))
+    chosen = np.argsort(-affinities, axis=1)[:, :k].astype(np.int32)
+    extra = {"rank_id": np.zeros((1, 1), np.int32), "mask_unselected_experts": mask_unselected}
+    kernel = tnki.jit(module.moe_tkg)[2]  # masking reads expert_index from shared HBM (inputs at LNC=2)
+    result = simulate(kernel, x, gate_up, down, affinities, chosen, all_experts,
+                      expert_affinities_scaling_mode=common_types.ExpertAffinityScaleMode.POST_SCALE,
+                      **(extra if all_experts else {}))
+    expected = np.zeros((tokens, hidden))
+    for token in range(tokens):
+        used = chosen[token] if not all_experts or mask_unselected else range(experts)
+        for expert in used:
+            gate, up = (x[token].astype(np.float64) @ gate_up[expert, :, j] for j in (0, 1))
+            activated = gate / (1 + np.exp(-gate)) * up
+            expected[token] += affinities[token, expert] * activated @ down[expert].astype(np.float64)
+    np.testing.assert_allclose(result.astype(np.float64), expected, atol=0.02 * np.abs(expected).max())
+
 def test_nkilib_output_projection_cte(kernels):
     path = "core/output_projection/output_projection_cte/output_projection_cte.py"
     module = kernels.load("nki-library", f"{NKILIB}/{path}")
