@@ -57,6 +57,16 @@ def test_sdk_getting_started_baremetal(kernels):
     np.testing.assert_array_equal(simulate(module.nki_tensor_add_kernel, a, b), a + b)
 
 
+
+def test_sdk_getting_started_torch(kernels):
+    """Called directly with torch tensors, as the example does on a device: a torch tensor comes back."""
+    import torch
+    module = kernels.load("aws-neuron-sdk", f"{SDK_EXAMPLES}/getting_started_torch.py")
+    a, b = torch.randn(4, 3, dtype=torch.float16), torch.randn(4, 3, dtype=torch.float16)
+    result = module.nki_tensor_add_kernel(a, b)
+    assert isinstance(result, torch.Tensor)
+    torch.testing.assert_close(result, a + b, rtol=0, atol=0)
+
 def test_sdk_tensor_addition(kernels):
     module = kernels.load("aws-neuron-sdk", f"{SDK_EXAMPLES}/tensor_addition/tensor_addition_nki_kernels.py")
     a, b = normal(256, 1024), normal(256, 1024)
@@ -459,6 +469,19 @@ def test_nkilib_conv1d(kernels, batch, c_in, c_out, length, taps, padding, strid
         window = padded[:, :, tap * dilation:tap * dilation + stride * (out_length - 1) + 1:stride]
         expected += np.einsum("bcl,co->bol", window, filters[tap])
     np.testing.assert_allclose(result, expected, atol=1e-4)
+
+
+def test_nkilib_gen_mask_tkg_hbm(kernels):
+    """Decode attention mask over a strided KV cache: row t*128 + p stands for token p*(S/128) + t, and
+    is 1 where that token precedes the query's position."""
+    module = kernels.load("nki-library", f"{NKILIB}/core/attention/gen_mask_tkg.py")
+    batch, heads, active, prior = 2, 2, 1, 512
+    positions = np.array([[100, 300]], np.int32)
+    mask = simulate(tnki.jit(module.gen_mask_tkg_hbm), positions, batch, heads, active, prior)
+    tiles = prior // 128
+    token = (np.arange(128)[None, :] * tiles + np.arange(tiles)[:, None]).reshape(-1)  # of row t*128 + p
+    expected = token[:, None, None, None] < positions.reshape(batch, 1, active)
+    np.testing.assert_array_equal(mask, np.broadcast_to(expected, (prior, batch, heads, active)))
 
 def attention_reference(q, k, v, scale):
     """Causal softmax(scale * q @ k) @ v for q [seq_q, d], k [d, seq_k], v [seq_k, d]."""
