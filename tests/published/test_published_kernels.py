@@ -12,7 +12,7 @@ import pytest
 from kernel_sources import ENV_VAR, published_root
 
 import trnsim.nki as tnki
-from trnsim.errors import ArgumentError, ConfigError, UnsupportedError
+from trnsim.errors import ArgumentError, ConfigError, TrnsimError, UnsupportedError
 
 if published_root() is None:
     pytest.skip(f"published NKI kernels not available: set {ENV_VAR} to a directory with the repositories "
@@ -538,6 +538,12 @@ def test_samples_matmul_passing_dtype_to_tensor_copy_is_refused(kernels, name):
     with pytest.raises(ArgumentError, match=r"^matrix_multiplication_nki_kernels\.py:\d+ in .*'dtype'"):
         simulate(kernel, normal(K, M), normal(K, N))
 
+
+def test_sdk_layout_violation_is_refused_at_its_line(kernels):
+    """The SDK's example of a layout error: a 256-partition tile."""
+    module = kernels.load("aws-neuron-sdk", f"{SDK_EXAMPLES}/layout-violation.py")
+    with pytest.raises(TrnsimError, match=r"^layout-violation\.py:\d+ in tensor_exp_kernel_: .*256"):
+        simulate(module.tensor_exp_kernel_, normal(256, 512))
 
 @pytest.mark.parametrize("version", ["mamba_v1", "mamba_v2", "mamba_v3"])
 def test_samples_mamba_on_the_old_api_is_refused(kernels, version):
