@@ -166,6 +166,61 @@ def test_mx_scales_elsewhere_in_the_quadrant_are_refused():
         nki.simulate(kernel, target="trn3")(_exact_mx_inputs(M))
 
 
+# --- a scalar_offset tile with oob_mode=skip -----------------------------------------------------
+CACHE = np.arange(8 * 16, dtype=np.float32).reshape(8, 16)
+
+
+@nki.jit
+def write_cache_row(cache, position, row):
+    """attention_block_tkg.py's KV-cache update: an invalid position (uint32 max) writes nothing."""
+    where = nl.ndarray((1, 1), dtype=nl.uint32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=where, src=position)
+    nisa.dma_copy(dst=cache.ap([[16, 1], [1, 16]], scalar_offset=where, indirect_dim=0), src=on_chip(row),
+                  oob_mode=nisa.oob_mode.skip)
+    return cache
+
+
+@pytest.mark.parametrize("position", [3, 8, 2**32 - 1])
+def test_a_scalar_offset_tile_out_of_bounds_skips_the_dma(position):
+    cache, row = CACHE.copy(), np.full((1, 16), -1.0, np.float32)
+    nki.simulate(write_cache_row, target="trn2")(cache, np.array([[position]], np.uint32), row)
+    expected = CACHE.copy()
+    if position < 8:
+        expected[position] = -1.0
+    np.testing.assert_array_equal(cache, expected)
+
+
+def test_a_scalar_offset_tile_out_of_bounds_reads_nothing_with_skip_and_fails_without():
+    def read(cache, position, skip):
+        where = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=where, src=position)
+        row = nl.zeros((1, 16), dtype=nl.float32)
+        nisa.dma_copy(dst=row, src=cache.ap([[16, 1], [1, 16]], scalar_offset=where, indirect_dim=0),
+                      oob_mode=nisa.oob_mode.skip if skip else nisa.oob_mode.error)
+        return to_hbm(row)
+    skipped = nki.simulate(read, target="trn2")(CACHE, np.array([[-1]], np.int32), True)
+    np.testing.assert_array_equal(skipped, 0)
+    with pytest.raises(KernelError, match=r"test_nki_library_api\.py:\d+ in read: nisa.dma_copy: .*reaches"):
+        nki.simulate(read, target="trn2")(CACHE, np.array([[9]], np.int32), False)
+
+
+def test_a_scalar_offset_tile_traces_without_values():
+    cache = nki.TensorSpec((8, 16), "float32")
+    trace = nki.trace(write_cache_row, cache, nki.TensorSpec((1, 1), "uint32"), nki.TensorSpec((1, 16)),
+                      target="trn2")
+    assert len(trace) == 3  # position and row into SBUF, row into the cache: no value was needed
+
+
+def test_dma_transpose_of_a_runtime_offset_is_refused():
+    def kernel(cache, position):
+        where = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=where, src=position)
+        out = nl.ndarray((16, 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_transpose(dst=out, src=cache.ap([[16, 1], [1, 16]], scalar_offset=where, indirect_dim=0))
+    with pytest.raises(UnsupportedError, match=r"test_nki_library_api\.py:\d+ in kernel: .*dma_transpose"):
+        nki.simulate(kernel, target="trn2")(CACHE, np.array([[1]], np.int32))
+
+
 # --- NKI classes -------------------------------------------------------------------------------
 class Dims(nl.NKIObject):
     """As nki-library's MoE DimensionSizes: annotations only, built with some fields by keyword."""
@@ -193,6 +248,16 @@ class Frozen(nl.NKIObject):
         object.__setattr__(self, "twice", 2 * self.eps)
 
 
+@dataclass
+class Plain(nl.NKIObject):
+    """As attention_cte's SectionParams: fields as plain class values, no annotations."""
+    index = None
+    offset = 0
+
+    def end(self):
+        return self.offset + 1
+
+
 class Written(nl.NKIObject):
     skip: bool = False
 
@@ -208,6 +273,8 @@ def test_nki_classes_get_the_documented_keyword_initializer():
     assert Config().scale is None and Config(label="x").label == "x"
     assert Frozen().twice == 2e-6 and Frozen(0.5).twice == 1.0
     assert Written(True).skip is False  # a class's own __init__ is kept
+    plain = Plain(index=3)
+    assert (plain.index, plain.offset, plain.end()) == (3, 0, 1)
 
 
 def test_nki_classes_inside_a_kernel():

@@ -46,7 +46,7 @@ def _dma_copy(ins: Instruction, core) -> None:
     sources = ins.inputs[:-1] if indirect else ins.inputs
     for region in sources:
         _same_size(ins, region, dst)
-    if indirect:
+    if indirect and ins.param("scalar_step") is None:  # a scalar_offset tile holds one value (front end)
         view, index = (src if indirect == "src" else dst), ins.inputs[-1]
         dim = ins.param("indirect_dim")
         shape = shape_of(view)

@@ -46,6 +46,8 @@ def _indirect_copy(ins: Instruction, io: Operands) -> None:
     steps = io.raw(len(io.inputs) - 1).reshape(-1).astype(np.int64)
     flat = view.storage.values().view(view.element.numpy)
     address = _addresses(view, steps, ins.param("indirect_dim"))
+    if ins.param("scalar_step") is not None:  # a scalar_offset tile's value shifts the whole pattern
+        address = address + steps[0] * ins.param("scalar_step")
     valid = (address >= 0) & (address < flat.size)
     if not valid.all() and ins.param("oob_mode") != "skip":
         raise hazard(ins, f"indirect DMA reaches element {int(address[~valid].flat[0])} of "

@@ -200,7 +200,7 @@ SPECS: dict[Opcode, InstructionSpec] = {s.opcode: s for s in (
           params={"dge_mode": _DGE_MODE, "oob_mode": Param(Kind.CHOICE, choices=("error", "skip")),
                   "priority": Param(Kind.INT, optional=True),
                   "queue": Param(Kind.CHOICE, optional=True, choices=_ENGINE_NAMES),
-                  "indirect": _FRONT_END, "indirect_dim": _FRONT_END,
+                  "indirect": _FRONT_END, "indirect_dim": _FRONT_END, "scalar_step": _FRONT_END,
                   "reduce_op": Param(Kind.CHOICE, choices=("add",))}),
     _spec(Opcode.DMA_TRANSPOSE, Engine.DMA, inputs=("src",), reads=_ANY - _PSUM, writes=_SBUF,
           params={"axes": Param(Kind.INTS), "dge_mode": _DGE_MODE}),

@@ -98,13 +98,17 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     if len(indirect) > 1:
         raise UnsupportedError("dma_copy with indirect source and destination", what="nisa.dma_copy indirect")
     for role, view in indirect:
-        params.update(indirect=role, indirect_dim=view.indirect_dim)
+        params.update(indirect=role, indirect_dim=view.indirect_dim, scalar_step=view.scalar_step)
         srcs.append(view.index)
     return _issue(Opcode.DMA_COPY, dst, srcs, params, "dma", name)
 
 
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error,
                   name=None):
+    if any(isinstance(view, IndirectTensor) for view in (dst, src)):
+        raise UnsupportedError("dma_transpose of a view with a runtime offset (a scalar_offset tile or a "
+                               "vector_offset) is not emulated", what="nisa.dma_transpose indirect",
+                               hint="dma_copy it into SBUF first, or give scalar_offset as an int")
     axes = tuple(axes) if axes is not None else tuple(reversed(range(len(src.shape))))
     return _issue(Opcode.DMA_TRANSPOSE, dst, [src], {"axes": axes, "dge_mode": _enum_value(dge_mode)}, "dma",
                   name)

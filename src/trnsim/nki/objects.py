@@ -1,11 +1,12 @@
 """`nl.NKIObject`: the base of classes used in kernels (the NKI language guide, "Class Support").
 
 NKI treats every such class as a data class, with or without `@dataclass`: unless the class
-writes its own `__init__`, the compiler gives it one whose parameters are the annotated fields in
-order (a base class's first), each defaulting to its class value or to None, and which calls
-`__post_init__` when there is one. So `Dims(T=4, H=8)` is legal for a class with more fields; the
-rest are None. `@dataclass` keeps an `__init__` the class already has, so it changes nothing
-here. NKI refuses a class that inherits from anything but NKIObject (and its subclasses).
+writes its own `__init__`, the compiler gives it one whose parameters are the fields in order (a
+base class's first; annotated names and plain class values alike), each defaulting to its class
+value or to None, and which calls `__post_init__` when there is one. So `Dims(T=4, H=8)` is legal
+for a class with more fields; the rest are None. `@dataclass` keeps an `__init__` the class
+already has, so it changes nothing here. NKI refuses a class that inherits from anything but
+NKIObject (and its subclasses).
 """
 
 from __future__ import annotations
@@ -37,12 +38,23 @@ class NKIObject:
 
 
 def _fields(cls) -> dict:
-    """Each annotated field of the class and its bases, base fields first, with its default."""
+    """The fields of the class and its bases, base fields first, each with its default: the annotated
+    names, then the other data attributes of the class body (nki-library's attention_cte builds
+    `SectionParams(section_idx=...)` from a class of plain `section_idx = None` lines)."""
     fields: dict = {}
     for klass in reversed(cls.__mro__):
-        for name in klass.__dict__.get("__annotations__", {}):
-            fields[name] = _default(klass.__dict__.get(name))
+        body = klass.__dict__
+        names = list(body.get("__annotations__", {})) + [name for name, value in body.items()
+                                                           if _is_data(name, value)]
+        for name in names:
+            fields[name] = _default(body.get(name))
     return fields
+
+
+def _is_data(name: str, value) -> bool:
+    """A class attribute that is a value, not a method, property or dunder."""
+    return not name.startswith("__") and not callable(value) and not isinstance(
+        value, staticmethod | classmethod | property)
 
 
 def _default(value):

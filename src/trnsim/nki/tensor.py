@@ -323,6 +323,11 @@ class NkiTensor(View):
         element = dtypes.dtype(dtype) if dtype is not None else self.element
         if scalar_offset is not None and vector_offset is not None:
             raise ShapeError("ap() takes scalar_offset or vector_offset, not both")
+        if isinstance(scalar_offset, NkiTensor) and self.storage.memory is Memory.HBM:
+            # a DMA reads the tile when it runs: an offset out of bounds is its oob_mode's business
+            step = self._indirect_step(indirect_dim, element)
+            return IndirectTensor(self.storage, tuple(shape), tuple(strides), self.offset + int(offset),
+                                  element, _offset_tile(scalar_offset), None, step)
         if scalar_offset is not None:
             offset += _scalar(scalar_offset) * self._indirect_step(indirect_dim, element)
         if vector_offset is not None:
@@ -410,14 +415,18 @@ class NkiTensor(View):
 
 class IndirectTensor(NkiTensor):
     """An access pattern whose position along `indirect_dim` comes from an index tile, one index per
-    step (DMA gather/scatter through `ap(vector_offset=...)`). Bounds are checked when the DMA runs."""
+    step (DMA gather/scatter through `ap(vector_offset=...)`), or, with `scalar_step`, that a 1x1
+    tile's value times `scalar_step` shifts as a whole (`ap(scalar_offset=tile)` on HBM). Bounds are
+    checked when the DMA runs, against its `oob_mode`."""
 
-    __slots__ = ("index", "indirect_dim")
+    __slots__ = ("index", "indirect_dim", "scalar_step")
 
-    def __init__(self, storage, shape, strides, offset, element, index, indirect_dim: int):
+    def __init__(self, storage, shape, strides, offset, element, index, indirect_dim: int | None,
+                 scalar_step: int | None = None):
         super().__init__(storage, shape, strides, offset, element)
         self.index = index
         self.indirect_dim = indirect_dim
+        self.scalar_step = scalar_step
 
     def _derive(self, *args, **kwargs):
         raise ShapeError("an indirect access pattern cannot be viewed further", hint="index the tensor first")
@@ -487,11 +496,16 @@ def _scalar(value) -> int:
     """A scalar_offset: an int, a register, or the value of a 1x1 tile (read when simulating)."""
     if not isinstance(value, NkiTensor):
         return _int(value)
+    return int(np.asarray(_offset_tile(value).array()).reshape(-1)[0])
+
+
+def _offset_tile(value: NkiTensor) -> NkiTensor:
+    """A scalar_offset tile: one of this launch, holding one value."""
     if value.storage.launch.over:
         _refuse_stale(value)
     if value.size != 1:
         raise ShapeError(f"scalar_offset must be a 1x1 tile; {value.name!r} has shape {list(value.shape)}")
-    return int(np.asarray(value.array()).reshape(-1)[0])
+    return value
 
 
 def _dims(shape: tuple, what: str, unknown: bool = False) -> tuple[int, ...]:
