@@ -320,6 +320,10 @@ def test_jit_platform_target_says_what_to_do_at_the_decorator_line():
             return x
 
 
-def test_unknown_jit_options_are_refused_by_name():
-    with pytest.raises(ConfigError, match=r"nki.jit\(debug_kernel=\.\.\.\) is not an option"):
-        nki.jit(lambda x: x, debug_kernel=True)
+def test_compiler_options_are_ignored_and_unknown_jit_options_refused_by_name():
+    """nki-library's qkv passes debug_kernel, show_compiler_tb and experimental_flags."""
+    kernel = nki.jit(lambda x: x, debug_kernel=True, show_compiler_tb=True, experimental_flags="x",
+                     additional_compile_opt="--flag")
+    assert kernel.options == {}
+    with pytest.raises(ConfigError, match=r"nki.jit\(debug_kernal=\.\.\.\) is not an option"):
+        nki.jit(lambda x: x, debug_kernal=True)

@@ -103,6 +103,8 @@ class Kernel:
         return Kernel(self.fn, _launch_grid(grid if isinstance(grid, tuple) else (grid,)), self.options)
 
     def __call__(self, *args, target: str | None = None, **kwargs):
+        if backend.in_kernel():  # NKI inlines every call, kernels too: the callee runs on the caller's cores
+            return self.fn(*args, **kwargs)
         return run(self, args, kwargs, target=target, with_values=True)
 
     def with_schedule(self, schedule) -> Kernel:
@@ -129,19 +131,27 @@ def _kernel_site(fn) -> SourceLoc | None:
     return SourceLoc(code.co_filename, code.co_firstlineno, code.co_name) if code else None
 
 
+COMPILER_OPTIONS = frozenset({"debug_kernel", "show_compiler_tb", "experimental_flags",
+                              "additional_compile_opt"})
+"""nki.jit options of the NKI compiler that public kernels for NKI 0.6 pass (nki-library
+core/qkv/qkv.py; nki-samples' attention_fwd_performance tutorial). trnsim has no compiler: ignored."""
+
+
 def jit(fn=None, **options):
     """`@nki.jit` / `@nki.jit(...)`: wrap a kernel function.
 
     NKI 0.6 documents no jit options. Two old ones are handled as its 0.3.0 release notes say:
     `mode=` is deprecated and ignored (a DeprecationWarning here), `platform_target=` is an error.
-    Any other option is an error too, so a misspelt one never goes unnoticed."""
+    The COMPILER_OPTIONS published kernels pass are accepted and ignored: they steer compilation
+    and debugging, never values. Any other option is an error, so a misspelt one is never lost."""
     if "mode" in options:
         _warn_mode(options.pop("mode"))
-    if options:
-        raise _option_error(*next(iter(options.items())))
+    unknown = [name for name in options if name not in COMPILER_OPTIONS]
+    if unknown:
+        raise _option_error(unknown[0], options[unknown[0]])
     if fn is None:
-        return lambda f: Kernel(f, options=options)
-    return fn if isinstance(fn, Kernel) else Kernel(fn, options=options)
+        return Kernel
+    return fn if isinstance(fn, Kernel) else Kernel(fn)
 
 
 def _warn_mode(mode) -> None:
@@ -158,7 +168,7 @@ def _option_error(name: str, value) -> ConfigError:
                            hint=f"remove it and set NEURON_PLATFORM_TARGET_OVERRIDE={value} (or pass "
                                 f"target={value!r} to nki.simulate)", where=where)
     return ConfigError(f"nki.jit({name}=...) is not an option of nki.jit", where=where,
-                       hint="NKI 0.6's nki.jit takes no options; remove it")
+                       hint=f"remove it; trnsim knows {', '.join(sorted(COMPILER_OPTIONS))} (ignored)")
 
 
 def simulate(kernel, target: str | None = None):
