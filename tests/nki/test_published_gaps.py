@@ -42,3 +42,22 @@ def test_back_to_back_sendrecv_on_one_pipe_delivers_every_tile_in_order(monkeypa
 
     result = nki.simulate(exchange_rounds[2], target="trn2")(np.zeros((1, 4), np.float32))
     np.testing.assert_array_equal(result[:, 0], np.arange(rounds) + 100)
+
+
+def test_a_kernel_called_from_a_kernel_is_inlined_into_the_running_launch():
+    """nki-library's moe_cte (a jit kernel) calls bwmm_shard_on_block (another jit kernel); NKI inlines
+    every call at specialization time, so the callee runs on the caller's cores and sees its grid."""
+
+    @nki.jit
+    def shard_count(x):
+        tile = nl.full((1, 4), float(nl.num_programs(axes=0)), nl.float32)
+        return tile
+
+    @nki.jit
+    def caller(x):
+        out = nl.ndarray((1, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, shard_count(x))  # an SBUF tile made by the callee, on this core
+        return out
+
+    result = nki.simulate(caller[2], target="trn2")(np.zeros((1, 4), np.float32))
+    np.testing.assert_array_equal(result, np.full((1, 4), 2.0))

@@ -31,6 +31,11 @@ def core() -> NeuronCore:
     return running
 
 
+def in_kernel() -> bool:
+    """Whether a kernel is running on this thread (a kernel called from one is inlined)."""
+    return _active.get() is not None
+
+
 def activate(running: NeuronCore | None) -> contextvars.Token:
     return _active.set(running)
 
