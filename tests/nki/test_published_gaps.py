@@ -1,5 +1,6 @@
 """Gaps found by running the public NKI kernels (tests/published, docs/published-kernels.md)."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -61,3 +62,19 @@ def test_a_kernel_called_from_a_kernel_is_inlined_into_the_running_launch():
 
     result = nki.simulate(caller[2], target="trn2")(np.zeros((1, 4), np.float32))
     np.testing.assert_array_equal(result, np.full((1, 4), 2.0))
+
+
+def test_dma_transpose_of_a_4d_tile_permutes_as_documented():
+    """nki.isa.dma_transpose: "For 4-d input tile, the permutation will be [3, 1, 2, 0]" (not reversed);
+    nki-library's qkv_cte loads its input that way."""
+
+    @nki.jit
+    def transpose_4d(x):
+        tile = nl.ndarray((5, 3, 4, 2), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_transpose(dst=tile, src=x)
+        out = nl.ndarray(tile.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=tile)
+        return out
+
+    x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5).astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(nki.simulate(transpose_4d, target="trn2")(x), x.transpose(3, 1, 2, 0))

@@ -103,13 +103,19 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     return _issue(Opcode.DMA_COPY, dst, srcs, params, "dma", name)
 
 
+_DMA_TRANSPOSE_AXES = {4: (3, 1, 2, 0)}
+"""dma_transpose's permutation where nki.isa.dma_transpose documents one that is not the reversal
+of the dims: a 4-D tile keeps its middle dims in order (2-D and 3-D tiles are reversed)."""
+
+
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error,
                   name=None):
     if any(isinstance(view, IndirectTensor) for view in (dst, src)):
         raise UnsupportedError("dma_transpose of a view with a runtime offset (a scalar_offset tile or a "
                                "vector_offset) is not emulated", what="nisa.dma_transpose indirect",
                                hint="dma_copy it into SBUF first, or give scalar_offset as an int")
-    axes = tuple(axes) if axes is not None else tuple(reversed(range(len(src.shape))))
+    rank = len(src.shape)
+    axes = tuple(axes) if axes is not None else _DMA_TRANSPOSE_AXES.get(rank, tuple(reversed(range(rank))))
     return _issue(Opcode.DMA_TRANSPOSE, dst, [src], {"axes": axes, "dge_mode": _enum_value(dge_mode)}, "dma",
                   name)
 
