@@ -484,6 +484,23 @@ def test_nkilib_moe_cte_shard_on_intermediate(kernels):
     np.testing.assert_allclose(result[:tokens].astype(np.float64), expected, atol=tolerance)
 
 
+@pytest.mark.parametrize("seq,dtype", [
+    (128, ml_dtypes.bfloat16),  # context encoding (qkv_cte: input loaded by a 4-D dma_transpose)
+    (4, np.float32), (4, ml_dtypes.bfloat16),  # token generation (qkv_tkg)
+    pytest.param(128, np.float32, marks=pytest.mark.xfail(
+        raises=CapacityError, strict=False,
+        reason="issue 12 item 4: qkv_cte places a PSUM tile over one Python still refers to")),
+])
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_nkilib_qkv(kernels, seq, dtype, lnc):
+    module = kernels.load("nki-library", f"{NKILIB}/core/qkv/qkv.py")
+    x, weights = normal(1, seq, 256).astype(dtype), (normal(256, 384) * 0.1).astype(dtype)
+    result = simulate(module.qkv[lnc] if lnc > 1 else module.qkv, x, weights)
+    expected = x.astype(np.float64) @ weights.astype(np.float64)
+    tolerance = 1e-5 if dtype == np.float32 else 0.01 * np.abs(expected).max()
+    np.testing.assert_allclose(np.asarray(result).astype(np.float64), expected, atol=tolerance)
+
+
 def test_nkilib_gen_mask_tkg_hbm(kernels):
     """Decode attention mask over a strided KV cache: row t*128 + p stands for token p*(S/128) + t, and
     is 1 where that token precedes the query's position."""
