@@ -7,7 +7,7 @@ import pytest
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.errors import UnsupportedError
+from trnsim.errors import HazardError, UnsupportedError
 from trnsim.nki import lnc
 
 
@@ -78,3 +78,15 @@ def test_dma_transpose_of_a_4d_tile_permutes_as_documented():
 
     x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5).astype(ml_dtypes.bfloat16)
     np.testing.assert_array_equal(nki.simulate(transpose_4d, target="trn2")(x), x.transpose(3, 1, 2, 0))
+
+
+def test_an_nl_ds_index_out_of_bounds_is_named_as_written():
+    """nki-library's bwmm_shard_on_block indexes with nl.ds; the refusal said `<DynSlice object at 0x..>`."""
+
+    @nki.jit
+    def past_the_end(x):
+        tile = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.sbuf)
+        return tile[0:128, nl.ds(200, 128)]
+
+    with pytest.raises(HazardError, match=r"index nl\.ds\(200, 128\) is out of bounds for dim 1"):
+        nki.simulate(past_the_end)(np.zeros((1, 4), np.float32))

@@ -31,6 +31,9 @@ class DynSlice:
     def __init__(self, start, size: int, step: int = 1):
         self.start, self.size, self.step = start, size, step
 
+    def __repr__(self) -> str:  # as the kernel wrote it, for error messages
+        return f"nl.ds({self.start!r}, {self.size!r}{'' if self.step == 1 else f', step={self.step!r}'})"
+
 
 _VIEWS_KEPT = 1024
 """Most sub-views one tensor remembers (`NkiTensor._view`); more are made afresh each time."""
