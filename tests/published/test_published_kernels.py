@@ -456,9 +456,15 @@ def test_nkilib_conv1d(kernels, batch, c_in, c_out, length, taps, padding, strid
 
 
 
-def test_nkilib_moe_cte_shard_on_intermediate(kernels):
+AWAITS_ALLOCATION = pytest.mark.xfail(raises=CapacityError, strict=False,
+                                      reason="issue 12 item 4: PSUM full of tiles Python still refers to")
+
+
+@pytest.mark.parametrize("implementation",
+                         ["shard_on_i", pytest.param("shard_on_block", marks=AWAITS_ALLOCATION)])
+def test_nkilib_moe_cte(kernels, implementation):
     """MoE prefill, blockwise: each block of token slots belongs to one expert; empty slots point at the
-    padding row T. The kernel (LNC=2, as the library runs it) calls the jit kernel bwmm_shard_on_I."""
+    padding row T. The kernel (LNC=2, as the library runs it) calls a jit kernel per implementation."""
     module = kernels.load("nki-library", f"{NKILIB}/core/moe/moe_cte/moe_cte.py")
     tokens, hidden, inner, experts, block = 8, 512, 512, 2, 256
     bf16 = ml_dtypes.bfloat16
@@ -472,7 +478,7 @@ def test_nkilib_moe_cte_shard_on_intermediate(kernels):
     for expert in range(experts):
         routed = np.flatnonzero(expert_of == expert)
         slots[expert * block:expert * block + len(routed)] = routed
-    spec = module.MoECTESpec(implementation=module.MoECTEImplementation.shard_on_i)
+    spec = module.MoECTESpec(implementation=getattr(module.MoECTEImplementation, implementation))
     result = simulate(module.moe_cte[2], x, affinities.reshape(-1, 1), gate_up, down, slots,
                       np.arange(experts, dtype=np.int32).reshape(experts, 1), block, spec)
     expected = np.zeros((tokens, hidden))
