@@ -179,9 +179,10 @@ def _name(op):
 
 
 def _cast(values, dtype: str):
-    """fp32 values as the engines store them: round to nearest even (integers too)."""
+    """fp32 values as the engines store them: round to nearest even; integers saturate and NaN is 0."""
     if dtype == "int32":
-        values = np.rint(values)
+        rounded = np.nan_to_num(np.rint(np.asarray(values, np.float64)), nan=0.0)
+        return np.ascontiguousarray(np.clip(rounded, -2.0**31, 2.0**31 - 1)).astype(np.int32)
     return np.ascontiguousarray(values, np.float32).astype(_NUMPY[dtype])
 
 
