@@ -40,6 +40,7 @@ Strict mode and `config.override(eager=True)` execute every instruction when it 
 
 from __future__ import annotations
 
+import queue
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -121,9 +122,11 @@ class DeferredQueue:
                 run_instruction(entry.ins, entry.inputs, entry.outputs, self.state, False)
 
     def _run_chains(self, entries: list[Queued]) -> set[int]:
-        """Run every chain that may run alone: its matmuls' bookkeeping here, in issue order, with
-        their GEMMs queued (`blas.queued`); each chain's GEMMs on a worker once it is complete.
-        Return the ids of the entries run."""
+        """Run every chain that may run alone: its matmuls' bookkeeping here, in issue order, each
+        GEMM recorded (`blas.queued`) and handed at once to the worker that owns its chain (chains
+        are dealt round-robin to the workers, each of which makes its GEMMs in the order it gets
+        them, so a chain's GEMMs keep issue order while the bookkeeping goes on). Return the ids of
+        the entries run."""
         chains: dict[int, list[Queued]] = {}
         for entry in entries:
             if entry.ins.opcode is Opcode.MATMUL:
@@ -131,24 +134,33 @@ class DeferredQueue:
         alone = [chain for chain in chains.values() if _runs_alone(chain)]
         if len(alone) < 2:
             return set()
-        gemms_of: dict[int, list] = {}  # entry id -> its chain's queued GEMMs
-        for chain in alone:
-            gemms: list = []
-            gemms_of.update((id(entry), gemms) for entry in chain)
-        last = {id(chain[-1]) for chain in alone}
-        with ThreadPoolExecutor(min(len(alone), blas.started_threads())) as workers:
-            runs = []
-            for entry in entries:
-                gemms = gemms_of.get(id(entry))
-                if gemms is None:
-                    continue
-                with blas.queued(gemms):
-                    run_instruction(entry.ins, entry.inputs, entry.outputs, self.state, False)
-                if id(entry) in last:
-                    runs.append(workers.submit(blas.run_queued, gemms))
+        lanes = [queue.SimpleQueue() for _ in range(min(len(alone), blas.started_threads()))]
+        lane_of = {id(entry): lanes[number % len(lanes)]
+                   for number, chain in enumerate(alone) for entry in chain}
+        with ThreadPoolExecutor(len(lanes)) as workers:
+            runs = [workers.submit(_make_gemms, lane) for lane in lanes]
+            try:
+                for entry in entries:
+                    lane = lane_of.get(id(entry))
+                    if lane is None:
+                        continue
+                    gemms: list = []
+                    with blas.queued(gemms):
+                        run_instruction(entry.ins, entry.inputs, entry.outputs, self.state, False)
+                    for gemm in gemms:
+                        lane.put(gemm)
+            finally:
+                for lane in lanes:
+                    lane.put(None)
             for run in runs:
                 run.result()
-        return set(gemms_of)
+        return set(lane_of)
+
+
+def _make_gemms(lane: queue.SimpleQueue) -> None:
+    """A worker: make the recorded GEMMs it is handed, in order, until it is handed None."""
+    while (gemm := lane.get()) is not None:
+        blas.run_queued([gemm])
 
 
 def _runs_alone(chain: list[Queued]) -> bool:
