@@ -507,6 +507,20 @@ def test_nkilib_qkv(kernels, seq, dtype, lnc):
     np.testing.assert_allclose(np.asarray(result).astype(np.float64), expected, atol=tolerance)
 
 
+def test_nkilib_indexed_flatten(kernels):
+    """Row e of [E, T], cut in blocks of f_len, lands at output blocks offset[e], offset[e] + 1, ...;
+    blocks past the end are skipped (oob_mode=skip) and untouched output keeps the padding -1."""
+    module = kernels.load("nki-library", f"{NKILIB}/core/subkernels/indexed_flatten.py")
+    rows, length, block, out_length = 4, 64, 4, 256
+    x, offsets = rng.integers(0, 1000, (rows, length)).astype(np.int32), np.array([0, 20, 40, 56], np.int32)
+    result = tnki.simulate(module.indexed_flatten[2], target="trn2")(x, block, out_length, offsets)
+    expected = np.full((out_length // block, block), -1, np.int32)
+    for row, offset in enumerate(offsets):
+        kept = min(length // block, out_length // block - offset)
+        expected[offset:offset + kept] = x[row].reshape(-1, block)[:kept]
+    np.testing.assert_array_equal(np.asarray(result).reshape(-1, block), expected)
+
+
 def test_nkilib_gen_mask_tkg_hbm(kernels):
     """Decode attention mask over a strided KV cache: row t*128 + p stands for token p*(S/128) + t, and
     is 1 where that token precedes the query's position."""
