@@ -456,6 +456,33 @@ def test_nkilib_conv1d(kernels, batch, c_in, c_out, length, taps, padding, strid
 
 
 
+def test_nkilib_moe_block_tkg(kernels):
+    """The decode MoE block (LNC=2): RMSNorm, bf16 router, softmax, top-2 experts, affinity-weighted
+    expert MLPs; also returns the router logits."""
+    module = kernels.load("nki-library", f"{NKILIB}/core/moe_block/moe_block_tkg.py")
+    common_types = kernels.load("nki-library", f"{NKILIB}/core/utils/common_types.py")
+    tokens, hidden, inner, experts, k = 4, 256, 128, 8, 2
+    bf16 = ml_dtypes.bfloat16
+    x, gamma = normal(1, tokens, hidden, dtype=bf16), (1 + 0.1 * normal(1, hidden)).astype(bf16)
+    router = (normal(hidden, experts) * 0.5).astype(bf16)
+    gate_up = (normal(experts, hidden, 2, inner) * 0.1).astype(bf16)
+    down = (normal(experts, inner, hidden) * 0.1).astype(bf16)
+    out, logits = simulate(module.moe_block_tkg[2], x, gamma, router, gate_up, down, top_k=k,
+                           router_act_fn=common_types.RouterActFnType.SOFTMAX,
+                           expert_affinities_scaling_mode=common_types.ExpertAffinityScaleMode.POST_SCALE)
+    wide = x.astype(np.float64)[0]
+    normed = (wide / np.sqrt((wide ** 2).mean(axis=1, keepdims=True) + 1e-6) * gamma).astype(bf16)
+    expected_logits = normed.astype(np.float64) @ router
+    affinities = softmax(expected_logits)
+    expected = np.zeros((tokens, hidden))
+    for token in range(tokens):
+        for expert in np.argsort(-affinities[token])[:k]:
+            gate, up = (normed[token].astype(np.float64) @ gate_up[expert, :, j] for j in (0, 1))
+            activated = gate / (1 + np.exp(-gate)) * up
+            expected[token] += affinities[token, expert] * activated @ down[expert].astype(np.float64)
+    for result, reference in ((logits, expected_logits), (out, expected)):  # bf16
+        np.testing.assert_allclose(result.astype(np.float64), reference, atol=0.02 * np.abs(reference).max())
+
 AWAITS_ALLOCATION = pytest.mark.xfail(raises=CapacityError, strict=False,
                                       reason="issue 12 item 4: PSUM full of tiles Python still refers to")
 
