@@ -568,6 +568,53 @@ def attention_reference(q, k, v, scale):
     return weights / weights.sum(axis=1, keepdims=True) @ v
 
 
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("batch,heads", [(1, 1), pytest.param(2, 2, marks=pytest.mark.xfail(
+    raises=CapacityError, strict=False, reason="issue 12 item 4: a PSUM tile placed over a live one"))])
+def test_nkilib_attention_tkg(kernels, dtype, batch, heads):
+    """Decode attention over a KV cache plus the active token, with a mask over the cache; q and the
+    active k are given in SBUF, as the library's own test wrapper does (its only layout without RoPE)."""
+    module = kernels.load("nki-library", f"{NKILIB}/core/attention/attention_tkg.py")
+    utils = kernels.load("nki-library", f"{NKILIB}/core/attention/attention_tkg_utils.py")
+    allocator = kernels.load("nki-library", f"{NKILIB}/core/utils/allocator.py")
+    logging = kernels.load("nki-library", f"{NKILIB}/core/utils/logging.py")
+    d_head, prior = 64, 256
+    cfg = utils.AttnTKGConfig(bs=batch, q_head=heads, s_active=1, curr_sprior=prior, full_sprior=prior,
+                              d_head=d_head, qk_in_sb=True)
+    nl, nisa = tnki.language, tnki.isa
+
+    @tnki.jit
+    def decode_attention(q, k_active, v_active, k_prior, v_prior, mask):
+        room = nl.tile_size.total_available_sbuf_size - 16 * 1024  # as the library's test leaves
+        sbm = allocator.SbufManager(0, room, logging.Logger("SBM"))
+        sbm.open_scope()
+        out = nl.ndarray((batch, heads, d_head, 1), dtype=q.dtype, buffer=nl.shared_hbm)
+        q_sb = sbm.alloc_stack(q.shape, dtype=q.dtype, buffer=nl.sbuf)
+        k_sb = sbm.alloc_stack(k_active.shape, dtype=k_active.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=q_sb, src=q)
+        nisa.dma_copy(dst=k_sb, src=k_active)
+        out, _ = module.attention_tkg(q_sb, k_sb, v_active, k_prior, v_prior, mask, out, cfg, sbm)
+        sbm.close_scope()
+        return out
+
+    q, k_active = normal(d_head, batch * heads).astype(dtype), normal(d_head, batch).astype(dtype)
+    v_active = normal(batch, 1, 1, d_head).astype(dtype)
+    k_prior = normal(batch, 1, d_head, prior).astype(dtype)
+    v_prior = normal(batch, 1, prior, d_head).astype(dtype)
+    valid = rng.random((prior, batch, heads, 1)) < 0.6
+    result = simulate(decode_attention, q, k_active, v_active, k_prior, v_prior, valid.astype(dtype))
+    expected = np.zeros((batch, heads, d_head))
+    for b in range(batch):
+        keys = np.concatenate([k_prior[b, 0], k_active[:, b:b + 1]], axis=1).astype(np.float64)
+        values = np.concatenate([v_prior[b, 0], v_active[b, 0]]).astype(np.float64)
+        for h in range(heads):
+            scores = q[:, b * heads + h].astype(np.float64) @ keys
+            scores = np.where(np.append(valid[:, b, h, 0], True), scores, -np.inf)  # the active token is kept
+            expected[b, h] = softmax(scores) @ values
+    tolerance = 1e-5 if dtype == np.float32 else 0.01 * np.abs(expected).max()
+    np.testing.assert_allclose(result[..., 0].astype(np.float64), expected, atol=tolerance)
+
+
 @pytest.mark.xfail(raises=CapacityError, strict=False,
                    reason="issue 12 item 4: its ModularAllocator reuses an SBUF address of a tile still "
                           "referenced (the NKI class gap of item 2 is fixed)")
