@@ -1,5 +1,7 @@
 """Gaps found by running the public NKI kernels (tests/published, docs/published-kernels.md)."""
 
+import time
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -7,7 +9,7 @@ import pytest
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.errors import HazardError, UnsupportedError
+from trnsim.errors import HazardError, ShapeError, UnsupportedError
 from trnsim.nki import lnc
 
 
@@ -90,3 +92,23 @@ def test_an_nl_ds_index_out_of_bounds_is_named_as_written():
 
     with pytest.raises(HazardError, match=r"index nl\.ds\(200, 128\) is out of bounds for dim 1"):
         nki.simulate(past_the_end)(np.zeros((1, 4), np.float32))
+
+
+def test_a_core_that_fails_does_not_leave_its_peer_waiting_at_sendrecv(monkeypatch):
+    """At LNC=2 an error on one core made the other wait the full minute at its next sendrecv before the
+    launch reported the error (seen while running nki-library's MoE kernels)."""
+    monkeypatch.setattr(lnc, "_WAIT_S", 20.0)
+
+    @nki.jit
+    def one_core_fails(x):
+        me = nl.program_id(0)
+        tile = nl.full((1, 4), 1.0, nl.float32)
+        if me == 1:
+            nl.zeros((256, 4), nl.float32)  # more than 128 partitions: refused
+        nisa.sendrecv(src=tile, dst=tile, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+        return x
+
+    started = time.monotonic()
+    with pytest.raises(ShapeError, match=r"^test_published_gaps\.py:\d+ in one_core_fails"):
+        nki.simulate(one_core_fails[2], target="trn2")(np.zeros((1, 4), np.float32))
+    assert time.monotonic() - started < 10

@@ -27,7 +27,7 @@ from trnsim.core.isa import Memory
 from trnsim.core.machine import Launch, NeuronCore
 from trnsim.core.trace import Trace
 from trnsim.errors import ConfigError, KernelError, ShapeError, SourceLoc, TrnsimError
-from trnsim.nki import backend, dtypes, interop
+from trnsim.nki import backend, dtypes, interop, lnc
 from trnsim.nki.tensor import NkiTensor
 
 DEFAULT_TARGET = "trn3"
@@ -222,8 +222,7 @@ def _launch(fn, cores, args, kwargs) -> list:
             cores[index].flush()
         except BaseException as error:  # re-raised in the caller's thread below
             errors.append(_first_error(cores[index], error))
-            if cores[index].launch.barrier is not None:
-                cores[index].launch.barrier.abort()
+            lnc.abandon(cores[index].launch)
         finally:
             backend.deactivate(token)
 

@@ -14,6 +14,7 @@ from trnsim.errors import KernelError
 from trnsim.nki import backend
 
 _WAIT_S = 60.0  # a peer that never answers is a kernel bug (mismatched control flow), not a hang
+_ABANDONED = "abandoned"  # mailbox key set when a core of the launch has stopped with an error
 
 
 def _condition(launch) -> threading.Condition:
@@ -38,12 +39,26 @@ def exchange(src, dst, send_to: int, recv_from: int, pipe: int) -> None:
     with condition:
         launch.mailboxes.setdefault((send_to, me, pipe), deque()).append(np.array(src.array(), np.float32))
         condition.notify_all()
-        if not condition.wait_for(lambda: launch.mailboxes.get((me, recv_from, pipe)), _WAIT_S):
+        arrived = condition.wait_for(lambda: launch.mailboxes.get((me, recv_from, pipe))
+                                     or launch.mailboxes.get(_ABANDONED), _WAIT_S)
+        if not launch.mailboxes.get((me, recv_from, pipe)):
+            if arrived:  # the launch reports the peer's own error, which came first
+                raise KernelError(f"sendrecv on core {me}: core {recv_from} stopped with an error")
             raise KernelError(f"sendrecv on core {me} waited for core {recv_from} (pipe {pipe}), which never "
                               f"sent", hint="both cores must run the same sendrecv calls")
         values = launch.mailboxes[(me, recv_from, pipe)].popleft()
     dst.array()[...] = to_storage(values, dst.element).reshape(dst.shape)
     mark_written(dst)
+
+
+def abandon(launch) -> None:
+    """A core of the launch stopped with an error: release its peer from any barrier or sendrecv."""
+    if launch.barrier is not None:
+        launch.barrier.abort()
+    condition = _condition(launch)
+    with condition:
+        launch.mailboxes[_ABANDONED] = True
+        condition.notify_all()
 
 
 def barrier() -> None:
