@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from trnsim.core import blas
 from trnsim.core.execute import F32
 from trnsim.core.execute import run as run_instruction
+from trnsim.core.execute_data import settled_gemm
 from trnsim.core.isa import Opcode
 from trnsim.core.memory import View
 from trnsim.core.trace import Instruction
@@ -137,12 +138,16 @@ class DeferredQueue:
         lanes = [queue.SimpleQueue() for _ in range(min(len(alone), blas.started_threads()))]
         lane_of = {id(entry): lanes[number % len(lanes)]
                    for number, chain in enumerate(alone) for entry in chain}
+        firsts = {id(chain[0]) for chain in alone}
         with ThreadPoolExecutor(len(lanes)) as workers:
             runs = [workers.submit(_make_gemms, lane) for lane in lanes]
             try:
                 for entry in entries:
                     lane = lane_of.get(id(entry))
                     if lane is None:
+                        continue
+                    if id(entry) not in firsts:  # its region is settled by the chain's first matmul
+                        lane.put(settled_gemm(entry.ins, entry.inputs, entry.outputs, self.state))
                         continue
                     gemms: list = []
                     with blas.queued(gemms):

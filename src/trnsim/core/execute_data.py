@@ -139,6 +139,14 @@ def _transpose_mode(io: Operands) -> None:
         io.write(0, picked.astype(F32))
 
 
+def settled_gemm(ins: Instruction, inputs: tuple, outputs: tuple, state) -> tuple:
+    """The `blas.gemm` arguments of an nc_matmul whose fp32 2-D PSUM region already holds matmul
+    sums (a chain's later steps, core/deferred.py): `accumulate_matmul` would find every flag set
+    and make exactly this call, so the flag scans and settling are skipped."""
+    io = Operands(ins, inputs, outputs, state, False)
+    return (*_contraction_operands(ins, io), io.out(0).array(), ins.param("accumulate") is not False)
+
+
 @EXECUTE.register(Opcode.MATMUL)
 def _matmul(ins: Instruction, io: Operands) -> None:
     """dst[M, N] = stationary[K, M].T @ moving[K, N], fp32 accumulate in PSUM."""
