@@ -16,7 +16,6 @@ import trnsim
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.core import deferred
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples"))
 
@@ -50,22 +49,6 @@ def assert_same_bits(results: dict[str, np.ndarray]) -> None:
         assert values.dtype == first.dtype and values.shape == first.shape, mode
         assert np.ascontiguousarray(values).tobytes() == np.ascontiguousarray(first).tobytes(), (
             f"{mode}: {np.mean(values != first):.1%} of the values differ from the deferred run")
-
-
-@pytest.fixture
-def chains_on_workers(monkeypatch):
-    """For each segment whose chains ran on worker threads: how many matmuls they held (so a test
-    knows it compared something that ran in parallel)."""
-    seen = []
-    original = deferred.DeferredQueue._run_chains
-
-    def spy(self, entries):
-        done = original(self, entries)
-        if done:
-            seen.append(len(done))
-        return done
-    monkeypatch.setattr(deferred.DeferredQueue, "_run_chains", spy)
-    return seen
 
 
 @nki.jit
@@ -123,13 +106,13 @@ def test_random_matmul_grids_give_the_same_bits_in_every_mode(seed):
     np.testing.assert_allclose(results["deferred"], expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
 
 
-def test_a_grid_of_chains_runs_on_workers_with_the_bits_of_eager_execution(chains_on_workers):
+def test_a_grid_of_chains_runs_on_workers_with_the_bits_of_eager_execution(on_workers):
     """The case the one-GEMM-per-grid path got wrong: 2 x 2 tiles of 128 x 512, 3 K steps
     (before, 7% to 30% of the sums differed from eager ones in the last bits)."""
     rng = np.random.default_rng(1)
     lhsT, rhs = (rng.standard_normal((384, width)).astype(np.float32) for width in (256, 1024))
     results = run_in_every_mode(matmul_grid, lhsT, rhs, 128, 512, False, False, lnc2=True)
-    assert chains_on_workers == [12]  # deferred: four chains of three matmuls ran on workers
+    assert on_workers == [12]  # deferred: four chains of three matmuls ran on workers
     assert_same_bits(results)
 
 

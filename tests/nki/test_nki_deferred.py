@@ -67,21 +67,6 @@ def _inputs(k=384, m=256, n=512, dtype=np.float32):
     return rng.standard_normal((k, m)).astype(dtype), rng.standard_normal((k, n)).astype(dtype)
 
 
-@pytest.fixture
-def on_workers(monkeypatch):
-    """For each segment whose chains ran on worker threads: how many matmuls they held."""
-    seen = []
-    original = deferred.DeferredQueue._run_chains
-
-    def spy(self, entries):
-        done = original(self, entries)
-        if done:
-            seen.append(len(done))
-        return done
-    monkeypatch.setattr(deferred.DeferredQueue, "_run_chains", spy)
-    return seen
-
-
 def test_a_block_of_matmuls_runs_on_workers_with_eager_bits(on_workers):
     lhsT, rhs = _inputs()
     deferred_out = nki.simulate(blocked_matmul)(lhsT, rhs)
