@@ -37,19 +37,16 @@ def _is_tile_or_number(value) -> bool:
     return _is_tile(value) or (isinstance(value, Real) and not isinstance(value, bool))
 
 
-def _is_shape(value) -> bool:
-    return _is_integer(value) or (isinstance(value, tuple | list) and all(map(_is_integer, value)))
-
-
-def _is_axes(value) -> bool:
+def _is_integers(value) -> bool:
+    """An integer, or a tuple or list of them (axes, a shape)."""
     return _is_integer(value) or (isinstance(value, tuple | list) and all(map(_is_integer, value)))
 
 
 TILE = (_is_tile, "a tile (an nl.ndarray or a view of one)")
 INTEGER = (_is_integer, "an integer")
 TILE_OR_NUMBER = (_is_tile_or_number, "a tile or a number")
-AXES = (_is_axes, "an axis or a tuple of axes (integers)")
-SHAPE = (_is_shape, "a shape (a tuple of integers)")
+AXES = (_is_integers, "an axis or a tuple of axes (integers)")
+SHAPE = (_is_integers, "a shape (a tuple of integers)")
 
 NISA_ARGUMENTS = {name: TILE for name in (
     "dst", "src", "data", "data0", "data1", "data2", "stationary", "moving", "stationary_scale",
