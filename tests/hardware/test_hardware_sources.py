@@ -1,12 +1,12 @@
 """Every catalog figure cites public documents a reader can open (sources.toml: title and URL)."""
 
-import shutil
 from pathlib import Path
 
 import pytest
+from catalog_copies import corrupt, load_error
 
-from trnsim import SpecError, hardware
-from trnsim.hardware.catalog import DATA_DIR, default_catalog
+from trnsim import hardware
+from trnsim.hardware.catalog import default_catalog
 from trnsim.hardware.describe import rows
 from trnsim.hardware.specs import citations
 
@@ -59,38 +59,26 @@ def test_documents_of_a_fact_include_its_alternatives():
     assert catalog.documents["S4"].urls[0].endswith("about-neuron/arch/neuron-hardware/trainium2.html")
 
 
-@pytest.fixture
-def data(tmp_path) -> Path:
-    copy = tmp_path / "data"
-    shutil.copytree(DATA_DIR, copy)
-    return copy
-
-
-def load_error(data: Path, file: str, old: str, new: str) -> str:
-    path = data / file
-    assert old in path.read_text(), f"test setup: {old!r} not in {file}"
-    path.write_text(path.read_text().replace(old, new, 1))
-    with pytest.raises(SpecError) as info:
-        hardware.load(data)
-    assert "\n" not in str(info.value)
-    return str(info.value)
+def edited_load_error(data: Path, file: str, old: str, new: str) -> str:
+    corrupt(data, file, old, new)
+    return load_error(data)
 
 
 def test_a_source_citing_an_unknown_document_is_refused(data):
-    message = load_error(data, "cores.toml", 'psum_banks = { value = 8, source = "[S10]" }',
+    message = edited_load_error(data, "cores.toml", 'psum_banks = { value = 8, source = "[S10]" }',
                          'psum_banks = { value = 8, source = "[S99]" }')
     assert message.startswith("cores.toml: [NeuronCore-v3] psum_banks: source cites [S99], which "
                               "sources.toml does not list")
 
 
 def test_a_source_citing_no_document_is_refused(data):
-    message = load_error(data, "cores.toml", 'psum_banks = { value = 8, source = "[S10]" }',
+    message = edited_load_error(data, "cores.toml", 'psum_banks = { value = 8, source = "[S10]" }',
                          'psum_banks = { value = 8, source = "notes §3" }')
     assert message.startswith("cores.toml: [NeuronCore-v3] psum_banks: source 'notes §3' cites no document")
 
 
 def test_an_alternative_citing_an_unknown_document_is_refused(data):
-    message = load_error(data, "chips.toml", '{ value = 2.4, unit = "TB/s", source = "[T4]"',
+    message = edited_load_error(data, "chips.toml", '{ value = 2.4, unit = "TB/s", source = "[T4]"',
                          '{ value = 2.4, unit = "TB/s", source = "[T5]"')
     assert message.startswith("chips.toml: [Trainium2] hbm_bytes_per_s.alternatives[1]: source cites [T5]")
 
@@ -103,4 +91,4 @@ def test_an_alternative_citing_an_unknown_document_is_refused(data):
     ('title = "Trainium2 Architecture (Neuron docs)"', 'title = ""', "[S4] title: missing title"),
 ])
 def test_a_document_without_a_url_or_title_is_refused(data, old, new, problem):
-    assert load_error(data, "sources.toml", old, new).startswith(f"sources.toml: {problem}")
+    assert edited_load_error(data, "sources.toml", old, new).startswith(f"sources.toml: {problem}")

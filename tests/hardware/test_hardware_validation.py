@@ -8,34 +8,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import pytest
+from catalog_copies import corrupt, load_error
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trnsim import SpecError, hardware
+from trnsim import hardware
 from trnsim.hardware.catalog import DATA_DIR
-
-
-@pytest.fixture
-def data(tmp_path) -> Path:
-    copy = tmp_path / "data"
-    shutil.copytree(DATA_DIR, copy)
-    return copy
-
-
-def corrupt(data: Path, file: str, old: str, new: str) -> None:
-    path = data / file
-    text = path.read_text()
-    assert text.count(old) >= 1, f"test setup: {old!r} not in {file}"
-    path.write_text(text.replace(old, new, 1))
-
-
-def load_error(data: Path) -> str:
-    with pytest.raises(SpecError) as info:
-        hardware.load(data)
-    message = str(info.value)
-    assert "\n" not in message
-    return message
 
 
 def test_an_unchanged_copy_loads_like_the_package_data(data):
