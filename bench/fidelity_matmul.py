@@ -22,8 +22,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples")
 
 import matmul_tutorial as tutorial  # noqa: E402
 
-from trnsim.core.profile import summarize  # noqa: E402
-from trnsim.core.schedule import schedule  # noqa: E402
+from trnsim.timing.profile import summarize  # noqa: E402
+from trnsim.timing.schedule import schedule  # noqa: E402
 
 SOURCE = ("reference nki.md §5 (SDK-2.26 general/nki/tutorials/matrix_multiplication.rst, "
           "trn1.32xlarge, nki.benchmark)")

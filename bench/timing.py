@@ -28,7 +28,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples")
 
 import matmul_tutorial as tutorial  # noqa: E402
 
-from trnsim.core.schedule import schedule  # noqa: E402
+from trnsim.timing.schedule import schedule  # noqa: E402
 
 GOAL_PER_S = 200_000
 

@@ -21,7 +21,7 @@ import sys
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.core.profile import profile_trace
+from trnsim.timing.profile import profile_trace
 
 TILE_K = 128  # contraction rows per matmul: the partition count (nl.tile_size.pmax)
 TILE_M = 128  # stationary free size (nl.tile_size.gemm_stationary_fmax)

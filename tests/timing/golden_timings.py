@@ -14,8 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-from trnsim.core.profile import summarize
-from trnsim.core.schedule import schedule
+from trnsim.timing.profile import summarize
+from trnsim.timing.schedule import schedule
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden" / "matmul_tutorial_small.json"

@@ -4,10 +4,10 @@ import pytest
 from timing_builders import instr, load, matmul, region
 
 from trnsim import hardware
-from trnsim.core import timing
 from trnsim.core.isa import Engine, Memory, Opcode
-from trnsim.core.timing import COST, instruction_seconds
 from trnsim.errors import ConfigError
+from trnsim.timing import costs as timing
+from trnsim.timing.costs import COST, instruction_seconds
 
 SBUF, PSUM, HBM = Memory.SBUF, Memory.PSUM, Memory.HBM
 

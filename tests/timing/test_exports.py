@@ -10,9 +10,9 @@ import pytest
 from matplotlib import image
 from timing_builders import compute_bound_trace
 
-from trnsim.core.perfetto import chrome_trace, write_atomic, write_chrome_trace
-from trnsim.core.profile import profile_trace
-from trnsim.core.report_html import report_html, timeline_data, write_report
+from trnsim.timing.perfetto import chrome_trace, write_atomic, write_chrome_trace
+from trnsim.timing.profile import profile_trace
+from trnsim.timing.report_html import report_html, timeline_data, write_report
 
 CHROMIUM = Path("/usr/bin/chromium")
 MATMULS = 8

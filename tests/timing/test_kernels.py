@@ -7,10 +7,10 @@ import golden_timings
 import pytest
 
 from trnsim.cli import main
-from trnsim.core.profile import summarize
-from trnsim.core.schedule import latency_s, schedule
 from trnsim.nki import TensorSpec
 from trnsim.reports import profile
+from trnsim.timing.profile import summarize
+from trnsim.timing.schedule import latency_s, schedule
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,9 @@ from timing_builders import compute_bound_trace, instr, load, matmul, region
 
 from trnsim import hardware
 from trnsim.core.isa import Engine, Memory, Opcode
-from trnsim.core.profile import profile_trace, summarize
-from trnsim.core.schedule import schedule
 from trnsim.core.trace import Trace
+from trnsim.timing.profile import profile_trace, summarize
+from trnsim.timing.schedule import schedule
 
 SBUF, PSUM, HBM = Memory.SBUF, Memory.PSUM, Memory.HBM
 

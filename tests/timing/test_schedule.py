@@ -5,10 +5,10 @@ from timing_builders import compute_bound_trace, dma_bound_trace, instr, load, m
 
 from trnsim import hardware
 from trnsim.core.isa import Engine, Memory, Opcode
-from trnsim.core.schedule import latency_s, schedule
-from trnsim.core.timing import instruction_seconds
 from trnsim.core.trace import Region, Trace
 from trnsim.errors import ConfigError, UnsupportedError
+from trnsim.timing.costs import instruction_seconds
+from trnsim.timing.schedule import latency_s, schedule
 
 SBUF, PSUM, HBM = Memory.SBUF, Memory.PSUM, Memory.HBM
 

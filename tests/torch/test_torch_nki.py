@@ -7,7 +7,7 @@ import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 import trnsim.torch
-from trnsim.core import schedule
+from trnsim.timing import schedule
 
 
 @nki.jit

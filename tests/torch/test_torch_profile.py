@@ -6,9 +6,9 @@ from torch_gpt import GPT, batches, train
 
 import trnsim.torch
 from trnsim import hardware, nki
-from trnsim.core import schedule
 from trnsim.errors import ConfigError, SpecError
 from trnsim.nki.jit import TensorSpec
+from trnsim.timing import schedule
 from trnsim.torch import kernels
 
 

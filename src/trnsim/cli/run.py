@@ -32,9 +32,9 @@ from rich.progress import Progress
 
 from trnsim import hardware
 from trnsim.cli.specs import console as wide_console
-from trnsim.core.profile import profile_trace
 from trnsim.errors import ConfigError, SpecError, TrnsimError, UnsupportedError
 from trnsim.reports.kernel import DEFAULT_TARGETS, KernelProfile, summary_table
+from trnsim.timing.profile import profile_trace
 
 
 def register(subparsers) -> None:

@@ -73,7 +73,7 @@ class Runtime:
 
     @contextlib.contextmanager
     def gc_paused(self):
-        """Run the block with the cyclic garbage collector off (core/schedule.py: a long loop
+        """Run the block with the cyclic garbage collector off (timing/schedule.py: a long loop
         that makes many small objects and no cycles). Pauses nest and may overlap across
         threads: the collector comes back, if it was on, when the last pause ends."""
         with self._gc_lock:

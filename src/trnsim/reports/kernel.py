@@ -13,11 +13,11 @@ from pathlib import Path
 
 from rich.table import Table
 
-from trnsim.core.perfetto import write_chrome_trace
-from trnsim.core.profile import Summary, profile_trace
-from trnsim.core.report_html import write_report
-from trnsim.core.schedule import Timeline
 from trnsim.core.trace import Trace
+from trnsim.timing.perfetto import write_chrome_trace
+from trnsim.timing.profile import Summary, profile_trace
+from trnsim.timing.report_html import write_report
+from trnsim.timing.schedule import Timeline
 
 DEFAULT_TARGETS = ("trn1", "trn2", "trn3")
 

@@ -1,6 +1,6 @@
 """Device time of one aten op on a NeuronCore: the op is mapped to launches of the built-in NKI
 kernels (`trnsim.torch.kernels`) at its shapes, each launch is traced without values and timed by
-`trnsim.core.schedule` on the target. Nothing here knows a clock or a bandwidth.
+`trnsim.timing.schedule` on the target. Nothing here knows a clock or a bandwidth.
 
     op_time_s("aten.mm.default", (((256, 512), "float32"), ((512, 1024), "float32")),
               (((256, 1024), "float32"),), target="trn2")
@@ -15,10 +15,10 @@ import functools
 import math
 from dataclasses import dataclass
 
-from trnsim.core import schedule
 from trnsim.core.runtime import current as current_runtime
 from trnsim.nki import trace
 from trnsim.nki.jit import TensorSpec
+from trnsim.timing import schedule
 from trnsim.torch import kernels
 from trnsim.torch.ops import FAMILIES
 

@@ -164,8 +164,8 @@ class Profile:
     def report(self, target: str | None = None, lnc: int | None = None,
                instance: str | None = None) -> Report:
         # Imported here: the timing model is only needed once a report is asked for.
-        from trnsim.core import schedule
         from trnsim.core.isa import MATMUL
+        from trnsim.timing import schedule
         from trnsim.torch import devicetime, fallback
 
         target, lnc = target or self.target, lnc or self.lnc

@@ -20,10 +20,10 @@ from types import MappingProxyType
 import numpy as np
 
 from trnsim.core.isa import DMA, MATMUL, Engine, Opcode
-from trnsim.core.schedule import Timeline, lane_name, schedule
-from trnsim.core.timing import dma_bytes, matmul_rows_per_pass, matmul_values_per_item
 from trnsim.core.trace import Instruction, Trace
 from trnsim.hardware.specs import CoreSpec
+from trnsim.timing.costs import dma_bytes, matmul_rows_per_pass, matmul_values_per_item
+from trnsim.timing.schedule import Timeline, lane_name, schedule
 
 _PEAK_CLASS = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "tfloat32": "tf32",
                "float8_e4m3": "fp8", "float8_e5m2": "fp8", "float8_e4m3fn": "fp8"}

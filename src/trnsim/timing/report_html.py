@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
-from trnsim.core.perfetto import write_atomic
-from trnsim.core.profile import Summary
-from trnsim.core.schedule import Timeline
+from trnsim.timing.perfetto import write_atomic
+from trnsim.timing.profile import Summary
+from trnsim.timing.schedule import Timeline
 
-_ASSETS = resources.files("trnsim.core") / "report_assets"
+_ASSETS = resources.files("trnsim.timing") / "report_assets"
 
 
 def _asset(name: str) -> str:

@@ -4,7 +4,7 @@ Each engine runs its own instructions in program order. An instruction starts wh
 (or DMA queue) is free and every instruction it depends on has finished: read-after-write,
 write-after-read and write-after-write on overlapping bytes of the same allocation. A DMA goes to
 the queue the kernel named, else to the queue that frees first. An instruction that had to wait
-for data also pays the static semaphore overhead of its engine. Costs come from `core.timing`, so
+for data also pays the static semaphore overhead of its engine. Costs come from `timing.costs`, so
 the same trace can be timed for any generation without re-running the kernel.
 
     >>> timeline = schedule(trace, "trn2")
@@ -17,13 +17,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trnsim.core.hazards import HazardTracker
 from trnsim.core.isa import MATMUL, Engine
 from trnsim.core.runtime import current as current_runtime
-from trnsim.core.timing import core_spec, instruction_seconds, issue_latency_s
 from trnsim.core.trace import Instruction, Trace
 from trnsim.errors import ConfigError
 from trnsim.hardware.specs import CoreSpec
+from trnsim.timing.costs import core_spec, instruction_seconds, issue_latency_s
+from trnsim.timing.hazards import HazardTracker
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

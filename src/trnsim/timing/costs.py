@@ -3,7 +3,7 @@
 `COST[opcode](ins, core)` returns seconds. Every constant comes from `trnsim.hardware` (the core's
 engines, DMA figures and its `costs` table, each with its source); nothing here knows which
 generation it is timing, so one trace can be re-timed for trn1, trn2 and trn3. The scheduler
-(`core.schedule`) adds what one instruction cannot know: engine queues and dependencies.
+(`timing.schedule`) adds what one instruction cannot know: engine queues and dependencies.
 
 Model, in short (docs/timing.md has the detail and the calibration):
 * Tensor Engine: initiation interval max(floor, moving free size / rows per pass), times the fp32

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from trnsim.core.schedule import Timeline
+from trnsim.timing.schedule import Timeline
 
 _US_PER_S = 1e6
 
