@@ -193,5 +193,13 @@ class HazardError(KernelError):
     anchor = "hazarderror"
 
 
+class KernelWarning(UserWarning):
+    """Something the hardware leaves undefined, or answers differently from trnsim.
+
+    Examples: accumulating onto PSUM no instruction wrote; reading a tile whose bytes another tile
+    placed at the same ``address=`` overwrote. Fix: the message says which line and what to change.
+    """
+
+
 ALL_ERRORS = (TrnsimError, ConfigError, SpecError, FormatError, UnsupportedError, KernelError,
               ArgumentError, ShapeError, DTypeError, CapacityError, HazardError)

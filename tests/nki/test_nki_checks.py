@@ -11,9 +11,16 @@ import pytest
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim import config
-from trnsim.core.execute import KernelWarning
-from trnsim.errors import CapacityError, DTypeError, HazardError, KernelError, ShapeError, UnsupportedError
+from trnsim import config, hardware
+from trnsim.errors import (
+    CapacityError,
+    DTypeError,
+    HazardError,
+    KernelError,
+    KernelWarning,
+    ShapeError,
+    UnsupportedError,
+)
 
 HERE = __file__
 NAME = os.path.basename(__file__)
@@ -88,13 +95,21 @@ def test_psum_tile_crossing_a_bank():
 
 
 @pytest.mark.parametrize("target", ["trn1", "trn2", "trn3"])
-def test_sbuf_capacity_lists_live_tiles(target):
+def test_an_instruction_whose_operands_exceed_sbuf_is_refused_at_its_line(target):
+    """Three tiles of 40% of a partition each, all operands of one instruction: no placement or
+    spill can fit them (each alone fits, so the tiles themselves are made)."""
+    width = hardware.core(target).sbuf_bytes_per_partition * 2 // 5 // 4
+
     def kernel(x):
-        keep = nl.ndarray((128, 34000), dtype=nl.float32, buffer=nl.sbuf, name="big_a")
-        more = nl.ndarray((128, 34000), dtype=nl.float32, buffer=nl.sbuf, name="big_b")  # MARK-FULL
-        return keep, more
+        a = nl.ndarray((128, width), dtype=nl.float32, buffer=nl.sbuf, name="big_a")
+        b = nl.ndarray((128, width), dtype=nl.float32, buffer=nl.sbuf, name="big_b")
+        c = nl.ndarray((128, width), dtype=nl.float32, buffer=nl.sbuf, name="big_c")
+        nisa.memset(dst=a, value=1.0)
+        nisa.memset(dst=b, value=2.0)
+        nisa.tensor_tensor(dst=c, data1=a, data2=b, op=nl.add)  # MARK-FULL
     error = expect(CapacityError, "MARK-FULL", kernel, X, target=target)
-    assert "big_a" in str(error) and error.memory == "sbuf" and error.required == 136000
+    assert "big_" in str(error) and error.memory == "sbuf" and error.required == width * 4
+    assert "nisa.tensor_tensor" in str(error)
 
 
 def test_dropped_tiles_free_their_space():
@@ -104,12 +119,20 @@ def test_dropped_tiles_free_their_space():
     nki.simulate(kernel, target="trn2")(X)
 
 
-def test_psum_capacity():
+def test_psum_tiles_all_still_accumulating_do_not_fit_a_ninth():
+    """Eight 2 KiB tiles fill PSUM's 16 KiB; each is read again after the ninth is written, so all
+    nine are live at once, and PSUM tiles are never spilled."""
     def kernel(x):
-        tiles = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(8)]
-        extra = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)  # MARK-PSUM-FULL
-        return tiles, extra
-    assert "PSUM is full" in str(expect(CapacityError, "MARK-PSUM-FULL", kernel, X))
+        a = nl.zeros((128, 128), dtype=nl.float32)
+        b = nl.zeros((128, 512), dtype=nl.float32)
+        tiles = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(9)]
+        for tile in tiles:
+            nisa.nc_matmul(dst=tile, stationary=a, moving=b)  # MARK-PSUM-FULL
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+        for tile in tiles:
+            nisa.tensor_copy(dst=out, src=tile)
+    error = expect(CapacityError, "MARK-PSUM-FULL", kernel, X)
+    assert "PSUM cannot hold" in str(error) and "not spilled" in str(error)
 
 
 def test_partition_count_mismatch():

@@ -20,14 +20,10 @@ from trnsim.core.memory import DType, View, check_initialised
 from trnsim.core.rules import RuleTable
 from trnsim.core.runtime import current as current_runtime
 from trnsim.core.trace import InputRef, Instruction
-from trnsim.errors import HazardError, KernelError, TrnsimError, UnsupportedError
+from trnsim.errors import HazardError, KernelError, KernelWarning, TrnsimError, UnsupportedError
 
 EXECUTE = RuleTable("EXECUTE")
 F32 = np.float32
-
-
-class KernelWarning(UserWarning):
-    """Something the hardware leaves undefined (e.g. accumulating onto uninitialised PSUM)."""
 
 
 def to_storage(values: np.ndarray, dtype: DType, rounding: str | None = None) -> np.ndarray:

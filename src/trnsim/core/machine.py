@@ -18,6 +18,7 @@ from types import CodeType
 
 import numpy as np
 
+from trnsim.core import placement
 from trnsim.core.check import check
 from trnsim.core.deferred import DeferredQueue
 from trnsim.core.execute import run as run_instruction
@@ -126,6 +127,11 @@ class NeuronCore:
         if self.queue:
             self.queue.flush()
 
+    def settle(self) -> None:
+        """Once the launch is over: place this core's tiles over their lifetimes in the trace, as
+        the compiler would (core/placement.py), and check tiles the kernel placed over each other."""
+        for allocator in self.memory.allocators.values():
+            placement.settle(self.launch.trace, self.program_id, allocator, self.strict)
 
     @property
     def trace(self) -> Trace:

@@ -3,11 +3,11 @@
 A `Buffer` is one allocation: a flat numpy array of its storage dtype (None when only tracing)
 plus, on chip, a byte address that is the same in every partition it spans. A `View` is a
 strided window on a buffer (shape, strides and offset in elements), so slicing, permuting,
-broadcasting and `.ap()` patterns never copy. `Allocator` places on-chip buffers first-fit and
-frees them when the kernel drops its last reference (CPython's reference counting makes that
-the moment the tile goes out of scope): capacity errors list what is live. `HbmBudget` does the
-same for HBM, whose size is one core's share of its chip's HBM, and a launch's `LaunchState`
-lets a tile kept past its launch be refused.
+broadcasting and `.ap()` patterns never copy. `Allocator` places on-chip buffers first-fit while
+the kernel runs (space comes back when Python drops a tile); when that runs out, core/placement.py
+places them again after the launch over their lifetimes in the trace, as the compiler does.
+`HbmBudget` counts HBM, whose size is one core's share of its chip's HBM, and a launch's
+`LaunchState` lets a tile kept past its launch be refused.
 
 New memory is filled as the official simulator fills it (NaN for floats, 4 for integers) so
 reads of uninitialised data show up; with `config.override(strict=True)` such reads raise.
@@ -165,8 +165,34 @@ class Span:
                 and self.first_partition < partitions.stop and partitions.start < self.end_partition)
 
 
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a tile was put when the kernel made it, and whether the kernel chose the address."""
+
+    span: Span
+    explicit: bool
+    align_bytes: int
+
+    @property
+    def size_bytes(self) -> int:
+        return self.span.end - self.span.start
+
+    @property
+    def partitions(self) -> range:
+        return range(self.span.first_partition, self.span.end_partition)
+
+
 class Allocator:
-    """First-fit placement of tiles in one on-chip memory, at one byte address in all their partitions."""
+    """Places the tiles of one on-chip memory at one byte address in all their partitions.
+
+    While a kernel runs, a tile holds its space from `nl.ndarray` until Python drops it. The
+    compiler is less wasteful: a tile's space is free after its last use. So when first-fit finds
+    no room (Python still holds tiles the kernel is done with), the tile is placed past the end
+    and `replan` is set; once the launch is over, core/placement.py places every tile over its
+    real lifetime in the trace, spilling to HBM where even that does not fit. Addresses the kernel
+    chose (`address=`) are honoured even over other tiles, as on hardware: `aliases` lists those
+    pairs so placement can warn when one tile's bytes are overwritten while still in use.
+    Only what the chip cannot hold at all is refused here: a tile wider than a partition."""
 
     def __init__(self, memory: Memory, bytes_per_partition: int, partitions: int,
                  bank_bytes: int | None = None):
@@ -175,17 +201,32 @@ class Allocator:
         self.partitions = partitions
         self.bank_bytes = bank_bytes
         self.live: dict[int, Span] = {}
+        self.placed: dict[int, Placement] = {}  # every tile of the launch, for core/placement.py
+        self.replan = False
+        self.aliases: list[tuple[int, int]] = []  # (earlier, later) kernel-placed tiles that overlap
 
     def allocate(self, buffer_id: int, size_bytes: int, name: str, address: int | None = None,
                  align_bytes: int = 1, partitions: range | None = None) -> int:
         """Place a tile (natural alignment: its element size) and return its byte address."""
         size_bytes = max(size_bytes, 1)
         partitions = partitions if partitions is not None else range(self.partitions)
-        if address is None:
-            address = self._first_fit(size_bytes, name, align_bytes, partitions)
+        if size_bytes > self.bytes_per_partition:
+            raise CapacityError(f"{self.memory.value.upper()} tile {name!r} needs {size_bytes} B per "
+                                f"partition; a partition holds {self.bytes_per_partition} B",
+                                memory=self.memory.value, required=size_bytes,
+                                available=self.bytes_per_partition, hint="split the tile along its free dims")
+        explicit = address is not None
+        if explicit:
+            self._check_placement(address, size_bytes, name, align_bytes)
+            self._note_overlaps(buffer_id, address, address + size_bytes, partitions)
         else:
-            self._check_placement(address, size_bytes, name, align_bytes, partitions)
-        self.live[buffer_id] = Span(address, address + size_bytes, name, partitions.start, partitions.stop)
+            address = self.find(size_bytes, align_bytes, partitions)
+            if address is None:
+                self.replan = True
+                address = self.find(size_bytes, align_bytes, partitions, limit=None)
+        span = Span(address, address + size_bytes, name, partitions.start, partitions.stop)
+        self.live[buffer_id] = span
+        self.placed[buffer_id] = Placement(span, explicit, align_bytes)
         return address
 
     def free(self, buffer_id: int) -> None:
@@ -194,10 +235,23 @@ class Allocator:
     def live_bytes(self) -> int:
         return sum(s.end - s.start for s in self.live.values())
 
-    def _candidates(self, size_bytes: int, align_bytes: int):
+    def find(self, size_bytes: int, align_bytes: int, partitions: range, limit: int | None = -1,
+             ahead: list[Span] = ()) -> int | None:
+        """The first address where a tile fits next to the live ones (and the spans `ahead`), or
+        None; `limit=None` looks past the end of the memory too (always succeeds)."""
+        limit = self.bytes_per_partition if limit == -1 else limit
+        spans = [s for s in (*self.live.values(), *ahead) if s.first_partition < partitions.stop
+                 and partitions.start < s.end_partition]
+        for start in self._candidates(spans, size_bytes, align_bytes):
+            end = start + size_bytes
+            if (limit is None or end <= limit) and not any(s.start < end and start < s.end for s in spans):
+                return start
+        return None
+
+    def _candidates(self, spans: list[Span], size_bytes: int, align_bytes: int):
         """Start addresses to try, in order: after each live span, aligned (and bank-respecting)."""
-        yield 0
-        for span in sorted(self.live.values(), key=lambda s: s.end):
+        yield self._fix_start(0, size_bytes, align_bytes)
+        for span in sorted(spans, key=lambda s: s.end):
             yield self._fix_start(span.end, size_bytes, align_bytes)
 
     def _fix_start(self, start: int, size_bytes: int, align_bytes: int) -> int:
@@ -209,26 +263,16 @@ class Allocator:
             start = -(-start // bank) * bank
         return start
 
-    def _first_fit(self, size_bytes: int, name: str, align_bytes: int, partitions: range) -> int:
-        spans = list(self.live.values())
-        for start in self._candidates(size_bytes, align_bytes):
-            end = start + size_bytes
-            if end <= self.bytes_per_partition and not any(s.overlaps(start, end, partitions) for s in spans):
-                return start
-        self._raise_full(size_bytes, name)
+    def _note_overlaps(self, buffer_id: int, start: int, end: int, partitions: range) -> None:
+        """A kernel-chosen address over live tiles: fine on hardware, if the earlier tile is done."""
+        for other, span in self.live.items():
+            if span.overlaps(start, end, partitions):
+                if self.placed[other].explicit:
+                    self.aliases.append((other, buffer_id))
+                else:
+                    self.replan = True  # an automatic tile in the way: placement moves it
 
-    def _raise_full(self, size_bytes: int, name: str):
-        live = ", ".join(f"{s.name} {s.end - s.start} B" for s in
-                         sorted(self.live.values(), key=lambda s: s.start)) or "nothing"
-        raise CapacityError(
-            f"{self.memory.value.upper()} is full: tile {name!r} needs {size_bytes} B per partition, "
-            f"{self.bytes_per_partition - self.live_bytes()} of {self.bytes_per_partition} B are free "
-            f"(live: {live})", memory=self.memory.value, required=size_bytes,
-            available=self.bytes_per_partition - self.live_bytes(),
-            hint="use smaller tiles or let earlier tiles go out of scope")
-
-    def _check_placement(self, address: int, size_bytes: int, name: str, align_bytes: int,
-                         partitions: range) -> None:
+    def _check_placement(self, address: int, size_bytes: int, name: str, align_bytes: int) -> None:
         end = address + size_bytes
         if address < 0 or end > self.bytes_per_partition:
             raise CapacityError(f"{self.memory.value.upper()} tile {name!r} at address {address} with "
@@ -244,11 +288,6 @@ class Allocator:
                                 f"boundary", memory=self.memory.value, required=size_bytes,
                                 available=bank - address % bank,
                                 hint="start PSUM tiles at a bank boundary (a multiple of the bank size)")
-        for span in self.live.values():
-            if span.overlaps(address, end, partitions):
-                raise CapacityError(f"{self.memory.value.upper()} tile {name!r} at [{address}, {end}) "
-                                    f"overlaps live tile {span.name!r} at [{span.start}, {span.end})",
-                                    memory=self.memory.value, required=size_bytes)
 
 
 class View:

@@ -241,6 +241,8 @@ def _launch(fn, cores, args, kwargs) -> list:
         core.memory.end_launch()  # a tile the kernel kept is refused by later launches
     if errors:
         raise errors[0]
+    for core in cores:
+        core.settle()
     return results
 
 
