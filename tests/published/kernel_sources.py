@@ -8,7 +8,9 @@ commit listed in test_published_kernels.py; without it the tests are skipped.
 import importlib
 import importlib.util
 import os
+import re
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -41,6 +43,22 @@ class KernelSources:
                 os.environ.clear()
                 os.environ.update(environment)
         return self.modules[key]
+
+    def load_code_block(self, repo: str, path: str, marker: str, folder: Path, edit=lambda code: code):
+        """The last ``.. code-block:: python`` of an .rst page that contains `marker`, saved in `folder`
+        (after `edit`) and imported: tutorials whose kernels live only in their pages."""
+        page = self.root / repo / path
+        if not page.is_file():
+            pytest.skip(f"{page} is not in the published kernel directory")
+        blocks = re.findall(r"\.\. code-block:: python\n(?:[ \t]+:[^\n]*\n)*\n((?:(?:[ \t]+[^\n]*)?\n)+)",
+                            page.read_text())
+        code = textwrap.dedent([block for block in blocks if marker in block][-1])
+        file = folder / f"{page.stem.replace('-', '_')}.py"
+        file.write_text(edit(code))
+        spec = importlib.util.spec_from_file_location(f"published_{file.stem}", file)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
 
     def _import(self, repo: str, path: str):
         file = self.root / repo / path
