@@ -67,6 +67,16 @@ def test_live_data_over_sbuf_spills_the_tile_needed_last_and_reloads_it():
     assert all(r.address_bytes + WIDE * 4 <= SBUF for r in sbuf_regions(trace))
 
 
+def test_the_timeline_pays_for_the_spill():
+    from trnsim.timing.schedule import schedule
+    trace = nki.trace(spilling_kernel, np.zeros(1, np.float32), target="trn2")
+    timeline = schedule(trace)
+    spilled = [k for k, ins in enumerate(trace) if ins.param("spill")]
+    assert len(spilled) == 2 and (timeline.duration_s[spilled] > 0).all()
+    without = schedule(type(trace)(trace.target, [ins for ins in trace if not ins.param("spill")]))
+    assert timeline.latency_s > without.latency_s
+
+
 def placement_of(trace) -> list:
     return [(ins.opcode, ins.name, [(r.name, r.address_bytes) for r in ins.outputs + ins.inputs])
             for ins in trace]
