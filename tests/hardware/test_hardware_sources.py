@@ -10,7 +10,9 @@ from trnsim.hardware.catalog import default_catalog
 from trnsim.hardware.describe import rows
 from trnsim.hardware.specs import citations
 
-SPECS = [*hardware.cores(), *hardware.chips(), *hardware.instances(), hardware.core("trn2").costs]
+SPECS = [*hardware.cores(), *hardware.chips(), *hardware.instances(), hardware.core("trn2").costs,
+         *(spec for kind in ("fabric", "collective_model")
+           for spec in default_catalog().entries[kind].values())]
 SOURCED = [(spec.name, row.path, row.sourced) for spec in SPECS for row in rows(spec) if row.sourced]
 
 

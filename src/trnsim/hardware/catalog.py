@@ -16,7 +16,16 @@ from types import MappingProxyType
 
 from trnsim.errors import SpecError
 from trnsim.hardware.loader import Where, build, load_documents, read_toml
-from trnsim.hardware.specs import ChipSpec, CoreSpec, CostSpec, Document, InstanceSpec, Sourced, citations
+from trnsim.hardware.specs import (
+    ChipSpec,
+    CoreSpec,
+    CostSpec,
+    Document,
+    FabricSpec,
+    InstanceSpec,
+    Sourced,
+    citations,
+)
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DOCUMENTS_FILE = "sources.toml"
@@ -28,6 +37,8 @@ KINDS = {
     "core": ("cores.toml", "CoreSpec"),
     "chip": ("chips.toml", "ChipSpec"),
     "instance": ("instances.toml", "InstanceSpec"),
+    "collective_model": ("collectives.toml", "CollectiveModelSpec"),
+    "fabric": ("fabrics.toml", "FabricSpec"),
 }
 
 
@@ -89,6 +100,9 @@ class Catalog:
 
     def cost_table(self, name: str) -> CostSpec:
         return self.get("cost_table", name)
+
+    def fabric(self, name: str) -> FabricSpec:
+        return self.get("fabric", name)
 
 
 def load_catalog(data_dir: str | Path | None = None) -> Catalog:

@@ -275,5 +275,55 @@ class InstanceSpec(_Spec):
     sources: Mapping[str, Sourced] = plain("sources")
 
 
+@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
+class CollectiveModelSpec(_Spec):
+    """Constants of the collective time model (trnsim.system) that no document states: each is
+    fitted on a published measurement (its source says which) and then used for every machine."""
+
+    name: str = plain("text")
+    fixed_latency_s: float = fact("s")
+    step_latency_s: float = fact("s")
+    hop_latency_factor: float = fact("factor")
+    reduce_latency_s: float = fact("s")
+    link_efficiency: float = fact("factor")
+    mesh_efficiency: float = fact("factor")
+    rdh_efficiency: float = fact("factor")
+    network_efficiency: float = fact("factor")
+    kangaring_hbm_saving: Mapping[str, float] = facts("factor")
+    mesh_max_bytes: int = fact("bytes")
+    rdh_max_bytes: int = fact("bytes")
+    sources: Mapping[str, Sourced] = plain("sources")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
+class FabricSpec(_Spec):
+    """How the chips of one system (an instance or UltraServer) are wired: the node's chip
+    network (a torus of NeuronLinks or a NeuronSwitch), the links between its nodes, and EFA.
+
+    Bandwidths are per direction. `layout` is "torus" (links to grid neighbours, `torus_dims`)
+    or "switch" (every chip reaches every other in one hop at `link_bytes_per_s` per chip).
+    """
+
+    name: str = plain("text")
+    aliases: tuple[str, ...] = plain("texts", optional=True, default=())
+    note: str = plain("text", optional=True, default="")
+    system: InstanceSpec = reference("instance")
+    layout: str = plain("text")
+    torus_dims: tuple[int, ...] = fact("counts", optional=True)
+    chips_per_node: int = fact("count")
+    nodes: int = fact("count")
+    default_lnc: int = fact("count")
+    links_per_chip: int = fact("count")
+    link_bytes_per_s: float = fact("bytes_per_s")
+    hop_latency_s: float = fact("s")
+    scaleup_layout: str = plain("text", optional=True, default="")
+    scaleup_bytes_per_s_per_chip: float = fact("bytes_per_s", optional=True)
+    scaleup_latency_s: float = fact("s", optional=True)
+    network_bytes_per_s_per_node: float = fact("bytes_per_s")
+    network_latency_s: float = fact("s")
+    model: CollectiveModelSpec = reference("collective_model")
+    sources: Mapping[str, Sourced] = plain("sources")
+
+
 SPEC_CLASSES = {cls.__name__: cls for cls in (InstructionCost, CostSpec, EngineSpec, CoreSpec,
-                                              ChipSpec, InstanceSpec)}
+                                              ChipSpec, InstanceSpec, CollectiveModelSpec, FabricSpec)}
