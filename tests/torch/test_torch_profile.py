@@ -6,10 +6,10 @@ from torch_gpt import GPT, batches, train
 
 import trnsim.torch
 from trnsim import hardware, nki
+from trnsim.cost import kernels
 from trnsim.errors import ConfigError, SpecError
 from trnsim.nki.jit import TensorSpec
 from trnsim.timing import schedule
-from trnsim.torch import kernels
 
 
 def _step_profile(d_model: int, batch: int, layers: int = 1):

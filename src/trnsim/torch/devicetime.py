@@ -1,5 +1,5 @@
 """Device time of one aten op on a NeuronCore: the op is mapped to launches of the built-in NKI
-kernels (`trnsim.torch.kernels`) at its shapes, each launch is traced without values and timed by
+kernels (`trnsim.cost.kernels`) at its shapes, each launch is traced without values and timed by
 `trnsim.timing.schedule` on the target. Nothing here knows a clock or a bandwidth.
 
     op_time_s("aten.mm.default", (((256, 512), "float32"), ((512, 1024), "float32")),
@@ -16,10 +16,10 @@ import math
 from dataclasses import dataclass
 
 from trnsim.core.runtime import current as current_runtime
+from trnsim.cost import kernels
 from trnsim.nki import trace
 from trnsim.nki.jit import TensorSpec
 from trnsim.timing import schedule
-from trnsim.torch import kernels
 from trnsim.torch.ops import FAMILIES
 
 # torch dtypes as the device stores them (no 64-bit types on the engines).

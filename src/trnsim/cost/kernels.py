@@ -3,7 +3,8 @@
 Four shapes of work cover the aten ops a model reaches: a tiled matmul (TensorE, PSUM accumulate),
 a streaming elementwise pass (Vector or Scalar engine), a row-wise pass (reduce, then optionally
 write the rows again: softmax, norms, losses), and a DMA copy. They are run in trace-only mode by
-`trnsim.torch.devicetime`, which times the trace with `trnsim.timing.schedule`: the same instruction
+`trnsim.cost` (for the torch device and the planner), which times the trace with
+`trnsim.timing.schedule`: the same instruction
 costs every NKI kernel is timed with. Outer loops are split over the launch grid, so a launch of 2
 programs models one logical core (LNC=2). Partial tiles are issued at their true size.
 """

@@ -1,0 +1,97 @@
+"""trnsim.cost: the fast tier agrees with the exact one, predictions respect the roofline, and what
+cannot be costed fails with a TrnsimError naming it."""
+
+import time
+
+import pytest
+
+from trnsim import cost
+from trnsim.cost import blocked
+from trnsim.errors import ConfigError, ShapeError, SpecError, TrnsimError, UnsupportedError
+
+# Shapes whose tile grids exceed blocked.CLIP_TILES, so the fast tier extrapolates rather than
+# tracing them in full (smaller grids are traced exactly by both tiers).
+EXTRAPOLATED = [
+    ("matmul", (2000, 3000, 1000)),      # 16 x 24 x 2 tiles, DMA-bound
+    ("matmul", (8192, 256, 4096)),       # short contraction: output stores wait on the engines
+    ("elementwise", (600 * 65536, 2)),   # 600 streaming tiles, two inputs
+    ("norm", (8192, 8192)),              # 64 x 16 row tiles; dependencies leave the DMA gaps
+    ("optimizer_step", (600 * 65536,)),
+]
+
+
+@pytest.mark.parametrize(("family", "args"), EXTRAPOLATED)
+def test_fast_tier_within_5_percent_of_exact(family, args):
+    fast = cost.op(family, *args)
+    exact = cost.op(family, *args, tier="exact")
+    assert fast.seconds == pytest.approx(exact.seconds, rel=0.05)
+    assert (fast.flops, fast.bytes) == (exact.flops, exact.bytes)
+
+
+def test_fast_tier_extrapolates_these_shapes():
+    counts = blocked._tiling((2000, 3000, 1000), cost.ops._matmul_tiles("trn2"))
+    assert [n for n, _last in counts] == [16, 24, 2]
+    assert 16 * 24 * 2 > blocked.CLIP_TILES
+
+
+def test_a_large_fast_matmul_is_microseconds_once_its_tile_grid_is_traced():
+    first = cost.matmul(8192, 8192, 28672)
+    started = time.perf_counter()
+    again = cost.matmul(8192, 8192, 28672)
+    assert time.perf_counter() - started < 0.005
+    assert again == first and first.seconds > first.lower_bound_seconds
+
+
+SMALL = {
+    "matmul": (300, 200, 700), "attention": (1, 2, 256, 256, 64), "elementwise": (5000, 3),
+    "norm": (200, 1000), "softmax": (130, 520), "reduction": (64, 4096), "copy": (70000,),
+    "embedding": (100, 512), "optimizer_step": (100_000,),
+}
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2", "trn3"])
+@pytest.mark.parametrize("family", sorted(SMALL))
+def test_every_prediction_respects_the_roofline(family, target):
+    found = cost.op(family, *SMALL[family], target=target)
+    assert found.seconds >= found.lower_bound_seconds > 0
+    assert found.op == family and found.target == target and found.tier == "fast"
+    assert found.bound in {"tensor", "vector", "scalar", "gpsimd", "dma"}
+
+
+def test_roofline_of_a_large_matmul_is_its_flops_at_peak():
+    found = cost.matmul(8192, 8192, 8192, target="trn2")
+    assert found.flops == 2 * 8192**3
+    assert found.lower_bound_seconds == pytest.approx(found.flops / 79e12)  # trn2 bf16 peak per core
+    assert found.seconds < 3 * found.lower_bound_seconds
+
+
+def test_causal_attention_costs_about_half_of_full():
+    full = cost.attention(1, 8, 2048, 2048, 128, causal=False)
+    causal = cost.attention(1, 8, 2048, 2048, 128, causal=True)
+    assert 0.45 < causal.seconds / full.seconds < 0.55
+    assert causal.flops == pytest.approx(full.flops * (1 - 2047 / 4096))
+
+
+def test_grouped_query_attention_reads_fewer_kv_bytes():
+    grouped = cost.attention(1, 32, 1024, 1024, 128, kv_heads=8)
+    assert grouped.bytes < cost.attention(1, 32, 1024, 1024, 128).bytes
+
+
+@pytest.mark.parametrize(("call", "error", "named"), [
+    (lambda: cost.op("convolution3d", 1, 2), UnsupportedError, "convolution3d"),
+    (lambda: cost.matmul(0, 128, 128), ShapeError, "cost.matmul: m"),
+    (lambda: cost.matmul(128, 1.5, 128), ShapeError, "cost.matmul: k"),
+    (lambda: cost.norm(128, 128, dtype="float64"), ConfigError, "float64"),
+    (lambda: cost.softmax(128, 128, tier="approximate"), ConfigError, "approximate"),
+    (lambda: cost.elementwise(128, engine="tensor"), ConfigError, "tensor"),
+    (lambda: cost.attention(1, 6, 128, 128, 64, kv_heads=4), ShapeError, "kv_heads"),
+])
+def test_what_cannot_be_costed_fails_naming_it(call, error, named):
+    with pytest.raises(error, match=named) as raised:
+        call()
+    assert isinstance(raised.value, TrnsimError)
+
+
+def test_unknown_target_is_the_catalogs_error():
+    with pytest.raises(SpecError, match="trn9"):
+        cost.matmul(128, 128, 128, target="trn9")
