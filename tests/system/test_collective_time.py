@@ -93,7 +93,9 @@ def test_forced_algorithm_and_its_refusals():
     (lambda: system.collective_time("all_reduce", -1, 16), ConfigError, "size_bytes"),
     (lambda: system.collective_time("all_reduce", 1023, 16, dtype="bf16"), ConfigError, "whole number"),
     (lambda: system.collective_time("all_reduce", 1024, 0), ConfigError, "ranks"),
-    (lambda: system.collective_time("all_reduce", 1024, 96), ConfigError, "whole number of nodes"),
+    (lambda: system.collective_time("all_reduce", 1024, 96), UnsupportedError, "uneven replica group"),
+    (lambda: system.collective_time("all_reduce", 1024, 4, group=[0, 1, 1, 2]), ConfigError, "twice"),
+    (lambda: system.collective_time("all_reduce", 1024, 6, nodes=4), ConfigError, "evenly"),
     (lambda: system.collective_time("all_reduce", 1024, 16, instance="trn9"), SpecError, "no chip network"),
     (lambda: system.collective_time("all_reduce", 1024, 16, dtype="complex64"), ConfigError, "dtype"),
 ])
@@ -127,3 +129,15 @@ def test_calibration_table_error():
     fabric = system.fabric("trn2.48xlarge")
     result = bench.report(bench.read_table(bench.DEFAULT_CSV), system.Machine(fabric, fabric.default_lnc))
     assert result["rows"] == 54 and result["mape_pct"] < 15 and result["mape_pct_ge_1MiB"] < 20
+
+
+def test_replica_groups_and_nodes():
+    """One rank per chip runs ring, never KangaRing ([S16]); -N spreads ranks over nodes."""
+    one_per_chip = system.collective_time("all_reduce", 512 * MIB, 16, group=list(range(0, 64, 4)))
+    assert one_per_chip.algorithm == "ring"
+    assert system.collective_time("all_reduce", 512 * MIB, 16).algorithm == "kangaring"
+    pair = system.collective_time("all_reduce", MIB, 2, nodes=2)
+    assert [s.tier for s in pair.stages] == ["efa"] and pair.seconds > system.fabric("trn2").network_latency_s
+    far = system.collective_time("all_gather", 64 * MIB, 8, group=[0, 1, 2, 3, 8, 9, 10, 11])  # chips 0, 2
+    near = system.collective_time("all_gather", 64 * MIB, 8)  # chips 0, 1: neighbours
+    assert far.seconds > near.seconds

@@ -11,13 +11,14 @@ mid sizes, KangaRing for large ones [S16]). Times are predictions, never measure
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trnsim.errors import ConfigError, FormatError, UnsupportedError
 from trnsim.numerics.formats import get_format
 from trnsim.system import algorithms
 from trnsim.system.algorithms import Stage, bus_factor
-from trnsim.system.topology import Machine
+from trnsim.system.topology import ChipGroup, Machine, Span
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "permute")
 ALIASES = {"allr": "all_reduce", "allg": "all_gather", "redsct": "reduce_scatter", "alltoall": "all_to_all",
@@ -62,13 +63,15 @@ def dtype_bytes(dtype: str) -> tuple[str, int]:
 
 
 def collective_time(op: str, size_bytes: int, ranks: int, instance: str = "trn2.48xlarge",
-                    dtype: str = "bfloat16", algorithm: str | None = None, *,
-                    lnc: int | None = None) -> CollectiveTime:
+                    dtype: str = "bfloat16", algorithm: str | None = None, *, lnc: int | None = None,
+                    nodes: int | None = None, group: Sequence[int] | None = None) -> CollectiveTime:
     """Predicted time of one collective of `size_bytes` (nccom-test's size: the whole buffer)
     over `ranks` logical cores of `instance`; ranks beyond one system span more over EFA.
 
     `algorithm` forces the algorithm inside a node (mesh, mesh1, ring, kangaring, rdh); None lets
     the model choose as the runtime does. `lnc` defaults to the system's (2 on trn2/trn3).
+    `nodes` spreads the ranks evenly over that many nodes (nccom-test's -N); `group` names the
+    ranks of one replica group instead (every group of a collective runs at the same time).
     """
     op = operation(op)
     _, element = dtype_bytes(dtype)
@@ -80,38 +83,62 @@ def collective_time(op: str, size_bytes: int, ranks: int, instance: str = "trn2.
         raise ConfigError(f"unknown collective algorithm {algorithm!r}",
                           hint=f"one of {', '.join(ALGORITHMS)}")
     machine = Machine.of(instance, lnc=lnc, ranks=ranks)
-    return time_on(machine, op, size_bytes, ranks, algorithm)
+    members = _members(machine, ranks, nodes, group)
+    machine = Machine.of(instance, lnc=lnc, ranks=max(members) + 1)
+    return time_on(machine, op, size_bytes, members, algorithm)
 
 
-def time_on(machine: Machine, op: str, size_bytes: int, ranks: int,
+def _members(machine: Machine, ranks: int, nodes: int | None, group: Sequence[int] | None) -> list[int]:
+    """The ranks taking part: `group` as given, or `ranks` spread over `nodes` (default: filled)."""
+    if group is not None:
+        members = list(group)
+        if len(members) != ranks or not all(isinstance(r, int) and r >= 0 for r in members):
+            raise ConfigError(f"group must list {ranks} distinct rank numbers >= 0, got {members!r}")
+        return members
+    if nodes is None:
+        return list(range(ranks))
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1 or ranks % nodes:
+        raise ConfigError(f"{ranks} ranks cannot be spread evenly over {nodes!r} nodes")
+    per_node = ranks // nodes
+    if per_node > machine.ranks_per_node:
+        raise ConfigError(f"{per_node} ranks per node, but a {machine.fabric.name} node has "
+                          f"{machine.ranks_per_node}")
+    return [node * machine.ranks_per_node + rank for node in range(nodes) for rank in range(per_node)]
+
+
+def time_on(machine: Machine, op: str, size_bytes: int, ranks: int | Sequence[int],
             algorithm: str | None = None) -> CollectiveTime:
-    """`collective_time` on a machine already built (a fabric with other constants, when fitting)."""
-    if ranks == 1 or size_bytes == 0:
+    """`collective_time` on a machine already built (a fabric with other constants, when fitting)
+    for `ranks` ranks from 0, or the listed ranks."""
+    members = list(range(ranks)) if isinstance(ranks, int) else list(ranks)
+    if len(members) == 1 or size_bytes == 0:
         return CollectiveTime(0.0, "none", 0.0, 0.0)
-    stages = _stages(op, float(size_bytes), ranks, machine, algorithm)
+    span = machine.span(members)
+    stages = _stages(op, float(size_bytes), span, machine, algorithm)
+    if span.node_group.ranks == 1:  # one rank per node: only the tiers between nodes act
+        stages = [stage for stage in stages if stage.tier != "node"]
     seconds = sum(stage.seconds for stage in stages)
     name = stages[0].algorithm if len(stages) == 1 else "hier"
     algbw = size_bytes / seconds / 1e9
-    return CollectiveTime(seconds, name, algbw, algbw * bus_factor(op, ranks), tuple(stages))
+    return CollectiveTime(seconds, name, algbw, algbw * bus_factor(op, len(members)), tuple(stages))
 
 
-def _stages(op: str, size: float, ranks: int, machine: Machine, algorithm: str | None) -> list[Stage]:
+def _stages(op: str, size: float, span: Span, machine: Machine, algorithm: str | None) -> list[Stage]:
     """The stages of `op` tier by tier: node, then the system's scale-up links, then EFA."""
-    tiers = _tiers(ranks, machine)
+    tiers = _tiers(span, machine)
     if algorithm == "hier" and not tiers:
-        raise UnsupportedError(f"{ranks} ranks fit in one node of {machine.fabric.name}: nothing is "
-                               "hierarchical", what="algorithm hier")
-    node = _node_stage(op, size, ranks, machine, algorithm)
+        raise UnsupportedError(f"{span.node_group.ranks} ranks in one node of {machine.fabric.name}: "
+                               "nothing is hierarchical", what="algorithm hier")
+    group = span.node_group
+    node = _node_stage(op, size, group, machine, algorithm)
     if not tiers:
         return [node]
     if op == "all_reduce":
-        below = [_node_stage("reduce_scatter", size, ranks, machine, algorithm)]
-        for tier in tiers[:-1]:
-            below.append(_tier_stage(tier, "reduce_scatter", size))
-        top = _tier_stage(tiers[-1], "all_reduce", size)
-        above = [_node_stage("all_gather", size, ranks, machine, algorithm),
-                 *(_tier_stage(tier, "all_gather", size) for tier in tiers[:-1])]
-        return [*below, top, *above]
+        below = [_node_stage("reduce_scatter", size, group, machine, algorithm),
+                 *(_tier_stage(tier, "reduce_scatter", size) for tier in tiers[:-1])]
+        above = [_tier_stage(tier, "all_gather", size) for tier in reversed(tiers[:-1])]
+        return [*below, _tier_stage(tiers[-1], "all_reduce", size), *above,
+                _node_stage("all_gather", size, group, machine, algorithm)]
     if op == "all_to_all":
         return [node, *(_tier_stage(tier, op, size * tier.ranks_below) for tier in tiers)]
     if op == "permute":
@@ -119,8 +146,7 @@ def _stages(op: str, size: float, ranks: int, machine: Machine, algorithm: str |
     return [node, *(_tier_stage(tier, op, size) for tier in tiers)]
 
 
-def _node_stage(op: str, size: float, ranks: int, machine: Machine, algorithm: str | None) -> Stage:
-    group = machine.group(ranks)
+def _node_stage(op: str, size: float, group: ChipGroup, machine: Machine, algorithm: str | None) -> Stage:
     allowed = algorithms.node_algorithms(op, group)
     if algorithm not in (None, "hier"):
         if algorithm not in allowed:
@@ -148,27 +174,20 @@ class _Tier:
     model: object
 
 
-def _tiers(ranks: int, machine: Machine) -> list[_Tier]:
-    """The tiers above one node that `ranks` ranks span, bottom up."""
+def _tiers(span: Span, machine: Machine) -> list[_Tier]:
+    """The tiers above one node that a group spans, bottom up."""
     fabric = machine.fabric
-    if ranks <= machine.ranks_per_node:
-        return []
-    if ranks % machine.ranks_per_node:
-        raise ConfigError(f"{ranks} ranks span nodes of {fabric.name} but are not a whole number of "
-                          f"nodes ({machine.ranks_per_node} ranks each)")
-    nodes = ranks // machine.ranks_per_node
+    per_node = span.node_group.ranks
     tiers = []
-    in_system = min(nodes, fabric.nodes)
-    if in_system > 1:
-        tiers.append(_Tier("scale-up", in_system, machine.ranks_per_node,
-                           fabric.chips_per_node * fabric.scaleup_bytes_per_s_per_chip,
+    if span.nodes > 1:
+        chips = span.node_group.chips
+        tiers.append(_Tier("scale-up", span.nodes, per_node, chips * fabric.scaleup_bytes_per_s_per_chip,
                            fabric.scaleup_latency_s, fabric.model.link_efficiency, fabric.model))
-    if nodes > fabric.nodes:
-        if nodes % fabric.nodes:
-            raise ConfigError(f"{ranks} ranks are not a whole number of {fabric.name} systems")
-        tiers.append(_Tier("efa", nodes // fabric.nodes, machine.ranks_per_system,
-                           fabric.nodes * fabric.network_bytes_per_s_per_node, fabric.network_latency_s,
-                           fabric.model.network_efficiency, fabric.model))
+    if span.systems > 1:
+        share = span.node_group.chips / fabric.chips_per_node  # EFA NICs are one per chip
+        tiers.append(_Tier("efa", span.systems, per_node * span.nodes,
+                           span.nodes * share * fabric.network_bytes_per_s_per_node,
+                           fabric.network_latency_s, fabric.model.network_efficiency, fabric.model))
     return tiers
 
 

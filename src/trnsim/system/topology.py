@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trnsim.errors import ConfigError, SpecError
+from trnsim.errors import ConfigError, SpecError, UnsupportedError
 from trnsim.hardware.catalog import default_catalog
 from trnsim.hardware.specs import FabricSpec
 
@@ -89,11 +91,34 @@ class Machine:
         return RankPlace(rank=rank, system=system, node=node, chip=chip, core=core,
                          physical_cores=tuple(range(core * self.lnc, (core + 1) * self.lnc)))
 
-    def group(self, ranks: int) -> ChipGroup:
-        """The chip network the first `ranks` ranks of one node use (at most a node's worth)."""
-        per_node = min(ranks, self.ranks_per_node)
-        chips = -(-per_node // self.ranks_per_chip)
-        return chip_group(self.fabric, chips, min(per_node, self.ranks_per_chip))
+    def span(self, ranks: Sequence[int]) -> Span:
+        """Where a replica group's ranks lie: the chips they use in a node, how many nodes of a
+        system and how many systems. Neuron's groups are even: the same number of ranks on
+        every chip they use, and the same chips in every node."""
+        places = [self.place(rank) for rank in ranks]
+        if len(set(ranks)) != len(places):
+            raise ConfigError(f"a replica group lists a rank twice: {sorted(ranks)}")
+        by_node: dict[tuple[int, int], list[RankPlace]] = {}
+        for place in places:
+            by_node.setdefault((place.system, place.node), []).append(place)
+        layouts = {tuple(sorted(Counter(p.chip for p in node).items())) for node in by_node.values()}
+        per_chip = {count for layout in layouts for _, count in layout}
+        if len(layouts) != 1 or len(per_chip) != 1:
+            raise UnsupportedError("an uneven replica group (different ranks per chip or chips per node) "
+                                   "is not modelled", what="uneven replica group")
+        chips = tuple(chip for chip, _ in next(iter(layouts)))
+        systems = {system for system, _ in by_node}
+        group = chip_group(self.fabric, chips, per_chip.pop())
+        return Span(group, len(by_node) // len(systems), len(systems))
+
+
+@dataclass(frozen=True)
+class Span:
+    """A replica group seen from the hierarchy: its chips in one node, nodes per system, systems."""
+
+    node_group: ChipGroup
+    nodes: int
+    systems: int
 
 
 @dataclass(frozen=True)
@@ -108,7 +133,7 @@ class ChipGroup:
     chips: int
     ranks_per_chip: int
     degree: int
-    ring_links: int
+    ring_links: float
     mean_hops: float
     max_hops: int
 
@@ -118,17 +143,19 @@ class ChipGroup:
 
 
 @functools.cache
-def chip_group(spec: FabricSpec, chips: int, ranks_per_chip: int) -> ChipGroup:
-    """The geometry of the first `chips` chips of a node of `spec`."""
-    if chips == 1:
+def chip_group(spec: FabricSpec, chips: tuple[int, ...], ranks_per_chip: int) -> ChipGroup:
+    """The geometry of the chips (indices in a node of `spec`) a group uses."""
+    if len(chips) == 1:
         return ChipGroup(1, ranks_per_chip, 0, 0, 0.0, 0)
     if spec.layout == "switch":
-        return ChipGroup(chips, ranks_per_chip, 1, 1, 1.0, 1)
-    coords = [_coords(index, spec.torus_dims) for index in range(chips)]
+        return ChipGroup(len(chips), ranks_per_chip, 1, 1, 1.0, 1)
+    coords = [_coords(index, spec.torus_dims) for index in chips]
     degree = min(len(set(_neighbours(c, spec.torus_dims)) & set(coords)) for c in coords)
     hops = [_distance(a, b, spec.torus_dims) for a, b in itertools.permutations(coords, 2)]
     ring_links = degree if degree % 2 == 0 or degree == 1 else degree - 1
-    return ChipGroup(chips, ranks_per_chip, degree, ring_links, sum(hops) / len(hops), max(hops))
+    if degree == 0:  # no two of the chips are neighbours: each ring step is routed over several hops
+        degree, ring_links = 1, 1 / min(hops)
+    return ChipGroup(len(chips), ranks_per_chip, degree, ring_links, sum(hops) / len(hops), max(hops))
 
 
 def _coords(index: int, dims: tuple[int, ...]) -> tuple[int, ...]:
