@@ -1,0 +1,191 @@
+"""`trnsim nccom`: a look-alike of Neuron's nccom-test whose times are PREDICTIONS of
+trnsim.system's collective model, not measurements; no hardware is needed.
+
+    trnsim nccom -r 64 -b 8K -e 1G -f 2 --op all_reduce --instance trn2.48xlarge
+    trnsim nccom allg -r 16 -b 1K -e 1M -f 8 -d fp32 --show-algorithm
+    trnsim nccom allr -r 128 -N 2 --json               # two trn2.48xlarge over EFA
+    trnsim nccom allr -r 16 --custom-replica-groups groups.json --report-to-json-file out.json
+    trnsim nccom allr -r 64 -b 8K -e 1G -f 4 --plot busbw.png --plot-ranks 4,16,64
+
+Columns and JSON are nccom-test's: size(B) count(elems) type time:avg(us) algbw(GB/s)
+busbw(GB/s) [algorithm], then "Avg bus bandwidth". Bandwidths are decimal GB/s (10^9 B/s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+from trnsim import system
+from trnsim.errors import ConfigError
+from trnsim.system.collectives import dtype_bytes, operation
+
+TARGETS = {"trn1": "trn1.32xlarge", "trn2": "trn2.48xlarge", "trn3": "Trn3 Gen1 UltraServer"}
+"""The system `--target` picks for a generation."""
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """Bytes from nccom-test's size forms: 4096, 8K, 1G, 2kb, 1MB (K, M, G, T are powers of 1024)."""
+    match = _SIZE.match(str(text))
+    if not match:
+        raise ConfigError(f"not a size in bytes: {text!r}", hint="e.g. 4096, 8K, 32M, 1G, 2kb")
+    number, unit = float(match.group(1)), match.group(2).lower()
+    value = number * 1024 ** "_kmgt".index(unit) if unit else number
+    if not value.is_integer() or value < 0:
+        raise ConfigError(f"a size must be a whole number of bytes, got {text!r}")
+    return int(value)
+
+
+def sizes(minbytes: int, maxbytes: int, stepbytes: int | None, stepfactor: float | None) -> list[int]:
+    """The benchmark's sizes from -b to -e by -f (a factor) or -i (bytes; default a tenth)."""
+    if minbytes > maxbytes:
+        raise ConfigError(f"-b {minbytes} is above -e {maxbytes}")
+    if stepfactor is not None:
+        if stepfactor <= 1:
+            raise ConfigError(f"-f must be above 1, got {stepfactor}")
+        found, size = [], minbytes
+        while size <= maxbytes:
+            found.append(size)
+            size = int(size * stepfactor)
+            if size == found[-1]:
+                raise ConfigError(f"-f {stepfactor} does not grow size {size}")
+        return found
+    step = stepbytes if stepbytes is not None else max((maxbytes - minbytes) // 10, 1)
+    if step <= 0:
+        raise ConfigError(f"-i must be positive, got {step}")
+    return list(range(minbytes, maxbytes + 1, step))
+
+
+def instance_of(args: argparse.Namespace) -> str:
+    if args.target is not None:
+        if args.target not in TARGETS:
+            raise ConfigError(f"unknown --target {args.target!r}", hint=f"one of {', '.join(TARGETS)}")
+        return TARGETS[args.target]
+    return args.instance
+
+
+def replica_groups(args: argparse.Namespace) -> list[list[int]] | None:
+    """--custom-replica-groups: a JSON file with a list of rank lists (or {"replica_groups": ...})."""
+    if args.custom_replica_groups is None:
+        return None
+    try:
+        data = json.loads(Path(args.custom_replica_groups).read_text())
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"cannot read replica groups from {args.custom_replica_groups}: {error}") from None
+    groups = data.get("replica_groups", data) if isinstance(data, dict) else data
+    if not (isinstance(groups, list) and groups and all(isinstance(g, list) and g for g in groups)):
+        raise ConfigError("--custom-replica-groups must hold a non-empty list of rank lists")
+    ranks = sorted(rank for group in groups for rank in group)
+    if ranks != list(range(args.nworkers)) or len({len(g) for g in groups}) != 1:
+        raise ConfigError(f"replica groups must split ranks 0..{args.nworkers - 1} into groups of one size")
+    return groups
+
+
+def results(args: argparse.Namespace) -> list[dict]:
+    """One nccom-test result row per size; all replica groups run at once, so the slowest counts."""
+    op, instance = operation(args.op), instance_of(args)
+    type_name, element = dtype_bytes(args.datatype)
+    groups = replica_groups(args) or [None]
+    rows = []
+    maxbytes = args.maxbytes if args.maxbytes is not None else max(args.minbytes, parse_size("32M"))
+    for size in sizes(args.minbytes, maxbytes, args.stepbytes, args.stepfactor):
+        size -= size % element
+        times = [system.collective_time(op, size, len(group) if group else args.nworkers, instance,
+                                        type_name, args.algorithm, lnc=args.lnc,
+                                        nodes=None if group else args.nnodes, group=group)
+                 for group in groups]
+        slowest = max(times, key=lambda t: t.seconds)
+        rows.append({"size(B)": size, "count(elems)": size // element, "type": args.datatype,
+                     "time:avg(us)": round(slowest.seconds * 1e6, 2), "algbw(GB/s)": slowest.algbw,
+                     "busbw(GB/s)": slowest.busbw, "algorithm": slowest.algorithm})
+    return rows
+
+
+COLUMNS = ("size(B)", "count(elems)", "type", "time:avg(us)", "algbw(GB/s)", "busbw(GB/s)")
+
+
+def table(rows: list[dict], show_algorithm: bool) -> str:
+    """nccom-test's text table, right-aligned columns, then the average bus bandwidth."""
+    columns = [*COLUMNS, "algorithm"] if show_algorithm else list(COLUMNS)
+    cells = [[_cell(row[column]) for column in columns] for row in rows]
+    widths = [max(len(column), *(len(line[i]) for line in cells)) + 4 for i, column in enumerate(columns)]
+    lines = ["".join(column.rjust(width) for column, width in zip(columns, widths, strict=True))]
+    lines += ["".join(cell.rjust(width) for cell, width in zip(line, widths, strict=True)) for line in cells]
+    average = sum(row["busbw(GB/s)"] for row in rows) / len(rows)
+    lines.append(f"Avg bus bandwidth:\t{average:.4f}GB/s")
+    return "\n".join(lines)
+
+
+def _cell(value) -> str:
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def report(args: argparse.Namespace, rows: list[dict]) -> dict:
+    """nccom-test's JSON ({"results": [...]}) with the run's configuration and a prediction note."""
+    keep = [*COLUMNS, "algorithm"] if args.show_algorithm else list(COLUMNS)
+    return {"prediction": "times are trnsim model predictions, not measurements",
+            "config": {"operation": operation(args.op), "nworkers": args.nworkers, "nnodes": args.nnodes,
+                       "instance": instance_of(args), "datatype": args.datatype, "lnc": args.lnc},
+            "results": [{key: row[key] for key in keep} for row in rows]}
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.op is None:
+        raise ConfigError("name the collective: e.g. `trnsim nccom allr -r 16` or --op all_reduce")
+    if any(stat != "avg" for stat in args.stats):
+        raise ConfigError("trnsim predicts one time per size: --stats takes only avg",
+                          hint="percentiles need measured runs")
+    rows = results(args)
+    document = report(args, rows)
+    if args.report_to_json_file:
+        Path(args.report_to_json_file).write_text(json.dumps(document, indent=4) + "\n")
+    if args.plot:
+        from trnsim.system.pictures import busbw_plot
+
+        ranks = [int(r) for r in args.plot_ranks.split(",")] if args.plot_ranks else [args.nworkers]
+        busbw_plot(operation(args.op), [row["size(B)"] for row in rows], ranks, instance_of(args),
+                   args.datatype, args.plot)
+    if args.json:
+        print(json.dumps(document, indent=4))
+    else:
+        print(table(rows, args.show_algorithm))
+        print("(predicted by trnsim's collective model, not measured)")
+    return 0
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("nccom", help="nccom-test look-alike: predicted collective times",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("op_positional", nargs="?", metavar="OPERATION",
+                        help="all_reduce/allr, all_gather/allg, reduce_scatter/redsct, alltoall, permute")
+    parser.add_argument("--op", dest="op_flag", help="the operation (instead of the positional)")
+    parser.add_argument("-r", "--nworkers", type=int, required=True, help="ranks (logical cores)")
+    parser.add_argument("-N", "--nnodes", type=int, default=None, help="nodes the ranks spread over")
+    parser.add_argument("-b", "--minbytes", type=parse_size, default=parse_size("32M"))
+    parser.add_argument("-e", "--maxbytes", type=parse_size, default=None, help="default: 32M or -b")
+    parser.add_argument("-i", "--stepbytes", type=parse_size, default=None)
+    parser.add_argument("-f", "--stepfactor", type=float, default=None)
+    parser.add_argument("-d", "--datatype", default="uint8", help="uint8 (default), fp8, fp16, bf16, fp32")
+    parser.add_argument("-n", "--iters", type=int, default=20, help="accepted; no effect on predictions")
+    parser.add_argument("-w", "--warmup_iters", type=int, default=5, help="accepted, as -n")
+    parser.add_argument("-t", "--stats", nargs="+", default=["avg"], help="avg only")
+    parser.add_argument("--show-algorithm", action="store_true")
+    parser.add_argument("--report-to-json-file", metavar="FILE")
+    parser.add_argument("--custom-replica-groups", metavar="FILE", help="JSON list of rank lists")
+    parser.add_argument("--instance", default="trn2.48xlarge", help="system (default trn2.48xlarge)")
+    parser.add_argument("--target", help="a generation instead: trn1, trn2 or trn3")
+    parser.add_argument("--lnc", type=int, default=None, help="logical core size (default: the system's)")
+    parser.add_argument("--algorithm", default=None, help="force one: mesh, mesh1, ring, kangaring, rdh")
+    parser.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    parser.add_argument("--plot", metavar="PNG", help="draw busbw against size")
+    parser.add_argument("--plot-ranks", metavar="LIST", help="rank counts to plot, e.g. 4,16,64")
+    parser.set_defaults(run=_run_with_op)
+
+
+def _run_with_op(args: argparse.Namespace) -> int:
+    args.op = args.op_flag or args.op_positional
+    return run(args)

@@ -1,0 +1,87 @@
+"""Pictures of the multi-chip model (matplotlib, written to a file): bus bandwidth against size for
+several rank counts, and a system's chip network."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trnsim.system.collectives import collective_time
+from trnsim.system.topology import Machine, chip_group
+
+
+def _pyplot():
+    """pyplot on the file-only Agg backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def busbw_plot(op: str, sizes: list[int], ranks: list[int], instance: str, dtype: str,
+               path: str | Path) -> Path:
+    """Predicted busbw (GB/s) against size, one line per rank count, saved to `path`."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for count in ranks:
+        busbw = [collective_time(op, size, count, instance, dtype).busbw for size in sizes]
+        axes.plot(sizes, busbw, marker="o", markersize=3, label=f"{count} ranks")
+    axes.set_xscale("log", base=2)
+    axes.set_xlabel("size (bytes)")
+    axes.set_ylabel("busbw (GB/s), predicted")
+    axes.set_title(f"{op} on {instance} ({dtype}): trnsim prediction")
+    axes.grid(True, alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return Path(path)
+
+
+def topology_picture(instance: str, path: str | Path) -> Path:
+    """One node's chips with their links (a torus drawn with wrap-around arcs, or a switch),
+    annotated with the per-direction link rate, the nodes of the system and EFA."""
+    machine = Machine.of(instance)
+    fabric = machine.fabric
+    plt = _pyplot()
+    from matplotlib.patches import FancyArrowPatch
+
+    figure, axes = plt.subplots(figsize=(6, 6))
+    chips = fabric.chips_per_node
+    if fabric.layout == "torus":
+        rows, cols = fabric.torus_dims
+        position = {i: (i % cols, rows - 1 - i // cols) for i in range(chips)}
+        for i in range(chips):
+            x, y = position[i]
+            for j in (i // cols * cols + (i + 1) % cols, (i + cols) % chips):
+                u, v = position[j]
+                wraps = abs(u - x) > 1 or abs(v - y) > 1
+                axes.add_patch(FancyArrowPatch((x, y), (u, v), arrowstyle="-", zorder=1, alpha=0.6,
+                                               connectionstyle=f"arc3,rad={0.25 if wraps else 0}",
+                                               color="tab:orange" if wraps else "tab:blue"))
+    else:
+        position = {i: (i % 4, -(i // 4)) for i in range(chips)}
+        axes.scatter([1.5], [0.8], s=900, marker="s", color="tab:gray", zorder=2)
+        axes.annotate("NeuronSwitch", (1.5, 0.8), ha="center", va="center", color="white", fontsize=7)
+        for x, y in position.values():
+            axes.plot([x, 1.5], [y, 0.8], color="tab:blue", alpha=0.3, zorder=1)
+    for i, (x, y) in position.items():
+        axes.scatter([x], [y], s=700, color="tab:green", zorder=3)
+        axes.annotate(f"chip {i}\n{machine.ranks_per_chip} ranks", (x, y), ha="center", va="center",
+                      fontsize=6)
+    group = chip_group(fabric, tuple(range(chips)), machine.ranks_per_chip)
+    lines = [f"{fabric.name}: {fabric.nodes} node(s) x {chips} chips, LNC={machine.lnc}, "
+             f"{machine.ranks_per_system} ranks",
+             f"chip links: {fabric.links_per_chip} x {fabric.link_bytes_per_s / 1e9:g} GB/s per direction; "
+             f"mean {group.mean_hops:.2f} hops",
+             f"EFA {fabric.network_bytes_per_s_per_node * 8 / 1e9:g} Gbps per node"]
+    if fabric.scaleup_bytes_per_s_per_chip:
+        lines.append(f"between nodes ({fabric.scaleup_layout}): "
+                     f"{fabric.scaleup_bytes_per_s_per_chip / 1e9:g} GB/s per chip per direction")
+    axes.set_title("\n".join(lines), fontsize=8)
+    axes.set_axis_off()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+    return Path(path)

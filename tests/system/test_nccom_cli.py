@@ -1,0 +1,77 @@
+"""`trnsim nccom`: nccom-test's flags, table and JSON, with predicted times."""
+
+import json
+import time
+
+import pytest
+
+from trnsim.cli import main
+from trnsim.cli.nccom import parse_size, sizes
+
+HEADER = "size(B)    count(elems)     type    time:avg(us)    algbw(GB/s)    busbw(GB/s)"
+
+
+def test_issue_command_prints_table_fast(capsys):
+    start = time.perf_counter()
+    assert main(["nccom", "-r", "64", "-b", "8K", "-e", "1G", "-f", "2", "--op", "all_reduce",
+                 "--instance", "trn2.48xlarge", "--show-algorithm"]) == 0
+    assert time.perf_counter() - start < 10
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == [*HEADER.split(), "algorithm"]
+    body = [line.split() for line in lines[1:] if line.strip()[:1].isdigit()]
+    assert [int(row[0]) for row in body] == [8192 * 2**k for k in range(18)]
+    assert body[0][2] == "uint8" and body[-1][-1] == "kangaring"
+    assert lines[-2].startswith("Avg bus bandwidth:") and "predicted" in lines[-1]
+
+
+def test_json_matches_nccom_schema(capsys, tmp_path):
+    out = tmp_path / "r.json"
+    assert main(["nccom", "allg", "-r", "16", "-b", "1kb", "-e", "1mb", "-f", "8", "-d", "fp32", "--json",
+                 "--report-to-json-file", str(out)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads(out.read_text())
+    first = printed["results"][0]
+    assert list(first) == HEADER.split()
+    assert (first["size(B)"], first["count(elems)"], first["type"]) == (1024, 256, "fp32")
+    assert [r["size(B)"] for r in printed["results"]] == [1024, 8192, 65536, 524288]
+    assert "prediction" in printed
+
+
+def test_custom_replica_groups_and_nodes(capsys, tmp_path):
+    groups = tmp_path / "groups.json"
+    groups.write_text(json.dumps([list(range(0, 64, 4)), *[list(range(i, 64, 4)) for i in (1, 2, 3)]]))
+    assert main(["nccom", "allr", "-r", "64", "-b", "512M", "--custom-replica-groups", str(groups),
+                 "--show-algorithm"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[-1] == "ring"
+    assert main(["nccom", "allr", "-r", "128", "-N", "2", "--show-algorithm"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[-1] == "hier"
+
+
+@pytest.mark.parametrize("argv, text", [
+    (["nccom", "-r", "16"], "name the collective"),
+    (["nccom", "bcast", "-r", "16"], "unknown collective"),
+    (["nccom", "allr", "-r", "16", "--stats", "p50"], "avg"),
+    (["nccom", "allr", "-r", "16", "--target", "trn9"], "--target"),
+    (["nccom", "allr", "-r", "16", "-b", "1M", "-e", "1K"], "above"),
+])
+def test_mistakes_are_one_line_errors(capsys, argv, text):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trnsim: error:") and text in err
+
+
+def test_sizes_and_steps():
+    assert [parse_size(s) for s in ("8K", "1G", "2kb", "32M")] == [8192, 2**30, 2048, 2**25]
+    assert sizes(8, 32, None, 2) == [8, 16, 32]
+    assert sizes(8, 16, 4, None) == [8, 12, 16]
+
+
+def test_busbw_plot_and_topology_picture(tmp_path, capsys):
+    from trnsim.system.pictures import topology_picture
+
+    plot = tmp_path / "busbw.png"
+    assert main(["nccom", "allr", "-r", "16", "-b", "8K", "-e", "1M", "-f", "8", "--plot", str(plot),
+                 "--plot-ranks", "4,16"]) == 0
+    assert plot.stat().st_size > 1000
+    for instance in ("trn2.48xlarge", "Trn3 Gen1 UltraServer"):
+        assert topology_picture(instance, tmp_path / "t.png").stat().st_size > 1000
