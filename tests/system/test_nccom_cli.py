@@ -75,3 +75,15 @@ def test_busbw_plot_and_topology_picture(tmp_path, capsys):
     assert plot.stat().st_size > 1000
     for instance in ("trn2.48xlarge", "Trn3 Gen1 UltraServer"):
         assert topology_picture(instance, tmp_path / "t.png").stat().st_size > 1000
+
+
+def test_specs_shows_fabrics_and_one_topology(capsys, tmp_path):
+    assert main(["specs", "fabrics"]) == 0
+    out = capsys.readouterr().out
+    assert "Fabrics" in out and "Trn3 Gen2 UltraServer" in out and "128 GB/s" in out
+    picture = tmp_path / "topo.png"
+    assert main(["specs", "--topology", "trn2.48xlarge", "--sources", "--picture", str(picture)]) == 0
+    out = capsys.readouterr().out
+    assert "node of 16 chips (64 ranks)" in out and "[S16]" in out and picture.exists()
+    assert main(["specs", "--topology", "trn2.3xlarge"]) == 2
+    assert "no chip network" in capsys.readouterr().err

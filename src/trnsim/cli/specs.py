@@ -6,6 +6,8 @@
     trnsim specs trn2 --sources       # ... with the source of each figure and other sources' values
     trnsim specs --sources            # summary tables citing [keys], then every document's title and URLs
     trnsim specs trn2 --json          # the same for scripts
+    trnsim specs fabrics              # chip networks of multi-chip systems (trnsim.system)
+    trnsim specs --topology trn2.48xlarge --picture topo.png   # one system's network, drawn
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from trnsim.hardware.catalog import Catalog, default_catalog
 from trnsim.hardware.describe import KIND_OF, Row, row_map, rows, to_json
 from trnsim.hardware.specs import Document, citations
 
-KINDS = {"cores": "core", "chips": "chip", "instances": "instance"}
+KINDS = {"cores": "core", "chips": "chip", "instances": "instance", "fabrics": "fabric"}
 """Words that select a whole kind of entry."""
 
 SUMMARY = {
@@ -38,6 +40,11 @@ SUMMARY = {
                  ("BF16", "peak_flops.bf16"), ("FP8", "peak_flops.fp8"), ("MXFP8", "peak_flops.mxfp8"),
                  ("HBM", "hbm_bytes"), ("HBM BW", "hbm_bytes_per_s"), ("Network", "network_bytes_per_s"),
                  ("On-demand", "usd_per_hour")),
+    "fabric": (("Layout", "layout"), ("Torus", "torus_dims"), ("Chips/node", "chips_per_node"),
+               ("Nodes", "nodes"), ("LNC", "default_lnc"), ("Links/chip", "links_per_chip"),
+               ("Link/direction", "link_bytes_per_s"), ("Hop", "hop_latency_s"),
+               ("Between nodes/chip", "scaleup_bytes_per_s_per_chip"),
+               ("EFA/node", "network_bytes_per_s_per_node"), ("EFA latency", "network_latency_s")),
 }
 
 
@@ -154,6 +161,8 @@ def selected(catalog: Catalog, names: list[str]) -> list:
 
 def run(args: argparse.Namespace) -> int:
     catalog = catalog_of(args)
+    if args.topology:
+        return show_topology(catalog, args)
     specs = selected(catalog, args.names)
     if args.json:
         print(json.dumps([to_json(spec) for spec in specs], indent=2, ensure_ascii=False))
@@ -166,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
             out.print(detail_table(spec, notes))
         notes.print(out)
         return 0
-    for kind in ("core", "chip", "instance"):
+    for kind in ("core", "chip", "instance", "fabric"):
         chosen = [spec for spec in specs if KIND_OF[type(spec)] == kind]
         if chosen:
             out.print(summary_table(kind, chosen, notes))
@@ -183,8 +192,35 @@ def register(subparsers) -> None:
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", metavar="NAME",
                         help="cores, chips, instances, or names such as trn2, Trainium2, trn2.48xlarge")
+    parser.add_argument("--topology", metavar="SYSTEM", help="one system's chip network and hierarchy")
+    parser.add_argument("--picture", metavar="PNG", help="with --topology: draw the network (matplotlib)")
     add_common_options(parser)
     parser.set_defaults(run=run)
+
+
+def show_topology(catalog: Catalog, args: argparse.Namespace) -> int:
+    """The chip network of one system, its rank hierarchy and the collective model's constants."""
+    from trnsim.system import Machine, fabric
+
+    spec = fabric(args.topology) if catalog is default_catalog() else catalog.fabric(args.topology)
+    if args.json:
+        print(json.dumps([to_json(spec), to_json(spec.model)], indent=2, ensure_ascii=False))
+        return 0
+    out = console()
+    notes = SourceNotes(args.sources, catalog)
+    out.print(detail_table(spec, notes))
+    out.print(detail_table(spec.model, notes))
+    machine = Machine(spec, spec.default_lnc)
+    out.print(f"hierarchy: rank = logical core (LNC={machine.lnc}) -> chip of {machine.ranks_per_chip} "
+              f"ranks -> node of {spec.chips_per_node} chips ({machine.ranks_per_node} ranks) -> system of "
+              f"{spec.nodes} node(s) ({machine.ranks_per_system} ranks) -> systems joined by EFA",
+              markup=False, soft_wrap=True)
+    notes.print(out)
+    if args.picture:
+        from trnsim.system.pictures import topology_picture
+
+        out.print(f"picture: {topology_picture(spec.name, args.picture)}", markup=False, soft_wrap=True)
+    return 0
 
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:

@@ -9,10 +9,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 
-from trnsim.hardware.specs import ChipSpec, CoreSpec, CostSpec, InstanceSpec, Sourced
+from trnsim.hardware.specs import (
+    ChipSpec,
+    CollectiveModelSpec,
+    CoreSpec,
+    CostSpec,
+    FabricSpec,
+    InstanceSpec,
+    Sourced,
+)
 from trnsim.hardware.units import format_value
 
-KIND_OF = {CoreSpec: "core", ChipSpec: "chip", InstanceSpec: "instance", CostSpec: "cost_table"}
+KIND_OF = {CoreSpec: "core", ChipSpec: "chip", InstanceSpec: "instance", CostSpec: "cost_table",
+           FabricSpec: "fabric", CollectiveModelSpec: "collective_model"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
