@@ -1,0 +1,136 @@
+"""A serving plan: one model replica over `tp` ranks, compiled for `compiled_batch` sequences,
+serving `concurrency` requests of `seq_in` prompt and `seq_out` generated tokens.
+
+TTFT is one request's prefill (the prompt through every layer, then the output layer for its last
+token). TPOT (= ITL) is one decode step of the compiled batch: the device runs the compiled shape
+whatever the concurrency. The KV cache holds the compiled batch at full context. Weight-only
+int8 halves the weight bytes a matmul reads: it is costed as the bf16 matmul of half the output
+width (decode matmuls are bound by reading weights). Throughput assumes prefills interleave with
+decode steps: c requests take c x TTFT + seq_out x TPOT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from trnsim.errors import ConfigError
+from trnsim.planner import calibration
+from trnsim.planner.machines import Machine, machine
+from trnsim.planner.memory import RESERVED_FRACTION
+from trnsim.planner.models import Model, model
+from trnsim.planner.ops import Op, head_ops, layer_ops
+from trnsim.planner.optime import collective_seconds, ops_seconds
+
+WEIGHTS = {"bf16": 2, "int8": 1, "fp8": 1}
+"""Bytes per weight by serving weight format."""
+
+
+@dataclass(frozen=True)
+class ServePlan:
+    tp: int = 1
+    concurrency: int = 1
+    compiled_batch: int = 1
+    seq_in: int = 128
+    seq_out: int = 128
+    weights: str = "bf16"
+
+    def label(self) -> str:
+        return f"tp{self.tp} batch{self.compiled_batch} c{self.concurrency} {self.weights}"
+
+
+@dataclass
+class ServeResult:
+    model: str
+    instance: str
+    plan: ServePlan
+    memory: dict[str, float]
+    capacity: float
+    ttft_s: float
+    tpot_s: float
+    tokens_per_s: float
+    replicas: int
+    usd_per_hour: float | None
+    price_source: str
+
+    @property
+    def fits(self) -> bool:
+        return sum(self.memory.values()) <= self.capacity
+
+    @property
+    def tokens_per_s_per_instance(self) -> float:
+        return self.tokens_per_s * self.replicas
+
+    def usd_per_million_tokens(self) -> float | None:
+        if self.usd_per_hour is None:
+            return None
+        return self.usd_per_hour / 3600 / self.tokens_per_s_per_instance * 1e6
+
+    def as_dict(self) -> dict:
+        found = asdict(self)
+        found.update(fits=self.fits, tokens_per_s_per_instance=self.tokens_per_s_per_instance,
+                     usd_per_million_tokens=self.usd_per_million_tokens())
+        return found
+
+
+def check(mdl: Model, mach: Machine, plan: ServePlan) -> None:
+    if plan.tp < 1 or plan.tp > mach.ranks or mach.ranks % plan.tp:
+        raise ConfigError(f"tp {plan.tp} does not divide the {mach.ranks} ranks of {mach.name}",
+                          hint=f"tp in {[d for d in range(1, mach.ranks + 1) if mach.ranks % d == 0]}")
+    if plan.concurrency < 1 or plan.compiled_batch < plan.concurrency:
+        raise ConfigError(f"concurrency {plan.concurrency} must be 1..compiled batch {plan.compiled_batch}")
+    if plan.weights not in WEIGHTS:
+        raise ConfigError(f"weights {plan.weights!r} unknown", hint=f"one of {', '.join(WEIGHTS)}")
+    if plan.weights == "fp8" and not mach.supports("fp8"):
+        raise ConfigError(f"{mach.name} has no fp8", hint="weights bf16 or int8")
+
+
+def serve(model_name, instance: str, plan: ServePlan | None = None,
+          price: float | None = None) -> ServeResult:
+    """Predict one serving plan; `plan` defaults to one replica over the whole instance."""
+    mdl, mach = model(model_name), machine(instance)
+    plan = plan or ServePlan(tp=mach.ranks)
+    check(mdl, mach, plan)
+    return evaluate(mdl, mach, plan, price)
+
+
+def memory_of(mdl: Model, mach: Machine, plan: ServePlan) -> dict[str, float]:
+    kv_per_rank_heads = max(1, mdl.kv_heads // plan.tp) / mdl.kv_heads
+    context = plan.seq_in + plan.seq_out
+    return {"weights": mdl.params() * WEIGHTS[plan.weights] / plan.tp,
+            "kv cache": plan.compiled_batch * context * mdl.kv_bytes_per_token() * kv_per_rank_heads,
+            "buffers": RESERVED_FRACTION * mach.hbm_per_rank}
+
+
+def _weights_read(ops: list[Op], weights: str) -> list[Op]:
+    """Matmuls with narrower weights, costed as reading that many bytes (see the module doc)."""
+    if weights != "int8":
+        return ops
+    return [Op("matmul", (op.args[0], op.args[1], max(1, op.args[2] // 2)), op.count)
+            if op.family == "matmul" else op for op in ops]
+
+
+def _pass_seconds(mdl: Model, mach: Machine, plan: ServePlan, batch: int, q_len: int, kv_len: int) -> float:
+    """One forward pass through every layer: ops, the two all-reduces per layer, and the head for
+    the last token of each sequence."""
+    precision = "fp8" if plan.weights == "fp8" else "bf16"
+    share = mdl.moe_layers / mdl.layers
+    layers = 0.0
+    for moe, weight in ((False, 1 - share), (True, share)):
+        if weight:
+            ops = _weights_read(layer_ops(mdl, batch, q_len, kv_len, plan.tp, 1, moe, False), plan.weights)
+            layers += weight * ops_seconds(mach, ops, precision)
+    reduce = collective_seconds(mach, "all_reduce", batch * q_len * mdl.hidden * 2, plan.tp, 1)
+    head = ops_seconds(mach, _weights_read(head_ops(mdl, batch, batch, plan.tp), plan.weights), precision)
+    return (mdl.layers * layers + head) * calibration.SERVE_TIME_FACTOR + mdl.layers * 2 * reduce
+
+
+def evaluate(mdl: Model, mach: Machine, plan: ServePlan, price: float | None = None) -> ServeResult:
+    ttft = _pass_seconds(mdl, mach, plan, 1, plan.seq_in, plan.seq_in)
+    context = plan.seq_in + plan.seq_out // 2
+    tpot = (_pass_seconds(mdl, mach, plan, plan.compiled_batch, 1, context)
+            + calibration.DECODE_STEP_OVERHEAD_S)
+    round_s = plan.concurrency * ttft + plan.seq_out * tpot
+    cost = mach.price(price)
+    return ServeResult(mdl.name, mach.name, plan, memory_of(mdl, mach, plan), mach.hbm_per_rank, ttft, tpot,
+                       plan.concurrency * plan.seq_out / round_s, mach.ranks // plan.tp,
+                       cost.usd_per_hour, cost.source)
