@@ -65,11 +65,19 @@ def test_roofline_of_a_large_matmul_is_its_flops_at_peak():
     assert found.seconds < 3 * found.lower_bound_seconds
 
 
-def test_causal_attention_costs_about_half_of_full():
-    full = cost.attention(1, 8, 2048, 2048, 128, causal=False)
-    causal = cost.attention(1, 8, 2048, 2048, 128, causal=True)
-    assert 0.45 < causal.seconds / full.seconds < 0.55
-    assert causal.flops == pytest.approx(full.flops * (1 - 2047 / 4096))
+def test_causal_attention_skips_the_key_blocks_after_the_queries():
+    full = cost.attention(1, 2, 1024, 1024, 128, causal=False)
+    causal = cost.attention(1, 2, 1024, 1024, 128, causal=True)
+    assert 0.5 < causal.seconds / full.seconds < 0.9  # half the blocks; the diagonal ones are masked
+    assert causal.flops == pytest.approx(full.flops * (1 - 1023 / 2048))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fast_attention_extrapolates_over_query_groups(monkeypatch, causal):
+    monkeypatch.setattr(blocked, "CLIP_TILES", 32)  # 8 groups x 4 query tiles x 2 key blocks: clipped
+    fast = cost.attention(2, 4, 512, 1024, 64, causal=causal)
+    exact = cost.attention(2, 4, 512, 1024, 64, causal=causal, tier="exact")
+    assert fast.seconds == pytest.approx(exact.seconds, rel=0.05)
 
 
 def test_grouped_query_attention_reads_fewer_kv_bytes():

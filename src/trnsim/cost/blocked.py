@@ -34,11 +34,17 @@ At 512 the fast tier agrees with the exact one within 5% on tests/cost's grid (~
 
 @dataclass(frozen=True)
 class Blocked:
-    """A built-in kernel over a tile grid: `args(dims)` -> the kernel's arguments."""
+    """A built-in kernel over a tile grid: `args(dims)` -> the kernel's arguments. The fast tier
+    clips the grid along `clip_axes` only (default all): an axis whose tiles do different work
+    (causal attention's key blocks) is traced in full."""
 
     kernel: str
     tiles: tuple[int, ...]
     args: Callable[[tuple[int, ...]], tuple]
+    clip_axes: tuple[int, ...] | None = None
+
+    def clippable(self, axis: int) -> bool:
+        return self.clip_axes is None or axis in self.clip_axes
 
 
 @dataclass(frozen=True)
@@ -92,12 +98,15 @@ def _dims_at(counts, tiling, tiles) -> tuple[int, ...]:
     return tuple((c - 1) * t + last for c, t, (_n, last) in zip(counts, tiles, tiling, strict=True))
 
 
-def _clipped_counts(counts: list[int], limit: int) -> list[int]:
-    """Halve the longest dimension until the grid has at most `limit` tiles."""
+def _clipped_counts(op: Blocked, counts: list[int], limit: int) -> list[int]:
+    """Halve the longest clippable dimension until the grid has at most `limit` tiles (or every
+    clippable dimension is down to one tile)."""
     clipped = list(counts)
     while math.prod(clipped) > limit:
-        longest = clipped.index(max(clipped))
-        clipped[longest] = max(1, clipped[longest] // 2)
+        longest = max((n, axis) for axis, n in enumerate(clipped) if op.clippable(axis))
+        if longest[0] == 1:
+            break
+        clipped[longest[1]] = longest[0] // 2
     return clipped
 
 
@@ -105,7 +114,7 @@ def _busy_at(op: Blocked, counts: list[int], tiling, target: str, lnc: int) -> d
     """Busy seconds per engine at `counts`, multilinear in the full-tile counts: read off the
     corners of the 1..2 tile grid and extended along each axis."""
     busy: dict[str, float] = {}
-    axes = [(1, 2) if n >= 2 else (1,) for n in counts]
+    axes = [(1, 2) if n >= 2 and op.clippable(axis) else (n,) for axis, n in enumerate(counts)]
     for corner in itertools.product(*axes):
         weight = 1.0
         for n, c, axis in zip(counts, corner, axes, strict=True):
@@ -125,12 +134,12 @@ def fast(op: Blocked, dims: tuple[int, ...], target: str, lnc: int = 1) -> Timed
     core_spec(target)  # an unknown or untimed target fails here, with the catalog's error
     tiling = _tiling(dims, op.tiles)
     counts = [n for n, _last in tiling]
-    if math.prod(counts) <= CLIP_TILES:
+    large = _clipped_counts(op, counts, CLIP_TILES)
+    small = _clipped_counts(op, large, math.prod(large) // 2)
+    if large == counts or small == large:  # small enough, or nothing may be clipped
         return exact(op, dims, target, lnc)
     busy = _busy_at(op, counts, tiling, target, lnc)
     bound = max(busy, key=busy.get)
-    large = _clipped_counts(counts, CLIP_TILES)
-    small = _clipped_counts(large, CLIP_TILES // 2)
     (large_s, large_busy), (small_s, small_busy) = (
         (exact(op, _dims_at(c, tiling, op.tiles), target, lnc).seconds,
          _busy_at(op, c, tiling, target, lnc)[bound]) for c in (large, small))

@@ -12,7 +12,7 @@ import math
 
 from trnsim.cost import blocked
 from trnsim.cost.blocked import Blocked, Timed
-from trnsim.cost.kernels import STREAM_FREE
+from trnsim.cost.kernels import ATTENTION_KEYS, STREAM_FREE
 from trnsim.cost.opcost import OpCost, roofline_seconds
 from trnsim.errors import ConfigError, ShapeError, UnsupportedError
 from trnsim.nki.jit import TensorSpec
@@ -55,6 +55,18 @@ def _matmul_op(dtype: str, tiles: tuple[int, int, int]) -> Blocked:
         m, k, n = dims
         return TensorSpec((k, m), dtype), TensorSpec((k, n), dtype)
     return Blocked("matmul", tiles, args)
+
+
+@functools.cache
+def _attention_op(dtype: str, depth: int, causal: bool) -> Blocked:
+    """The fused flash-attention kernel over (groups, queries, keys); each query group reads its
+    own keys and values (grouped-query sharing saves HBM bytes, not kernel time, in this kernel).
+    A causal grid is clipped only along the groups: its key blocks differ per query tile."""
+    def args(dims):
+        groups, q_len, kv_len = dims
+        return (TensorSpec((groups, depth, q_len), dtype), TensorSpec((groups, depth, kv_len), dtype),
+                TensorSpec((groups, kv_len, depth), dtype), causal)
+    return Blocked("attention", (1, 128, ATTENTION_KEYS), args, clip_axes=(0,) if causal else None)
 
 
 @functools.cache
@@ -196,9 +208,9 @@ def optimizer_step(params: int, dtype: str = "float32", target: str = "trn2", ti
 def attention(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int, kv_heads: int | None = None,
               causal: bool = True, dtype: str = "bfloat16", target: str = "trn2", tier: str = "fast",
               lnc: int = 1) -> OpCost:
-    """Attention forward, softmax(Q K^T / sqrt(d)) V, per (batch, head): the scores matmul, the
-    row softmax and the values matmul. A causal mask skips the masked part of each row (queries
-    are the last `q_len` positions of `kv_len`)."""
+    """Attention forward, softmax(Q K^T) V, as one launch of the fused flash-attention kernel
+    (cost/kernels.py: attention) over batch x heads query groups. Queries are the last `q_len`
+    of `kv_len` positions; a causal mask skips the key blocks after them."""
     core_spec(target)
     kv_heads = heads if kv_heads is None else kv_heads
     _checked("attention", dtype, tier, batch=batch, heads=heads, q_len=q_len, kv_len=kv_len,
@@ -206,17 +218,14 @@ def attention(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int, kv
     if heads % kv_heads:
         raise ShapeError(f"cost.attention: heads ({heads}) must be a multiple of kv_heads ({kv_heads})",
                          op="attention")
-    kept = 1.0 - (q_len - 1) / (2.0 * kv_len) if causal and q_len > 1 else 1.0
-    tiles = _matmul_tiles(target)
-    scores = _time(_matmul_op(dtype, tiles), (q_len, head_dim, kv_len), target, tier, lnc)
-    rows = _time(_rows_op(dtype, True), (q_len, kv_len), target, tier, lnc)
-    values = _time(_matmul_op(dtype, tiles), (q_len, kv_len, head_dim), target, tier, lnc)
-    count = batch * heads * kept
+    if head_dim > core_spec(target).partitions:
+        raise ShapeError(f"cost.attention: head_dim {head_dim} is over the {core_spec(target).partitions} "
+                         "partitions the fused kernel contracts over", op="attention")
+    timed = _time(_attention_op(dtype, head_dim, causal), (batch * heads, q_len, kv_len), target, tier, lnc)
+    kept = 1.0 - (q_len - 1) / (2.0 * kv_len) if causal else 1.0  # fraction of (query, key) pairs
     flops = 4.0 * batch * heads * q_len * kv_len * head_dim * kept
-    size = DTYPE_BYTES[dtype]
-    traffic = batch * (2 * heads * q_len * head_dim + 2 * kv_heads * kv_len * head_dim) * size
-    return _result("attention", [(scores, count), (rows, count), (values, count)], flops, traffic,
-                   dtype, target, tier)
+    traffic = batch * (2 * heads * q_len * head_dim + 2 * kv_heads * kv_len * head_dim) * DTYPE_BYTES[dtype]
+    return _result("attention", [(timed, 1)], flops, traffic, dtype, target, tier)
 
 
 FAMILIES = {"matmul": matmul, "attention": attention, "elementwise": elementwise, "norm": norm,
