@@ -9,7 +9,8 @@ or from the shell: `trnsim run kernel_script.py`. The aliases cover `nki` and ev
 trnsim.nki.isa_constants, the ISA enums) and the same under the old `neuronxcc.nki` path. They are
 installed by an import hook (no top-level package named `nki` exists in trnsim), and enabling
 refuses when a real `nki` or `neuronxcc` is importable, so a real installation is never shadowed
-silently.
+silently. `enable_legacy()` maps `neuronxcc.nki[.x]` to the old API's front end instead
+(trnsim.nki.legacy, docs/legacy-nki.md); `nki[.x]` stays NKI 0.6.
 """
 
 from __future__ import annotations
@@ -45,21 +46,32 @@ class _AliasLoader(importlib.abc.Loader):
         """The target module is already executed."""
 
 
-def alias_target(fullname: str) -> str | None:
-    """The trnsim module an aliased name stands for: nki[.x] and neuronxcc.nki[.x] -> trnsim.nki[.x]."""
+# The old API's modules that are the 0.6 ones (the `tensor[...]` annotations, the ISA enums).
+_LEGACY_RENAMED = {"typing": "trnsim.nki.typing", **_RENAMED}
+
+
+def alias_target(fullname: str, legacy: bool = False) -> str | None:
+    """The trnsim module an aliased name stands for: nki[.x] and neuronxcc.nki[.x] -> trnsim.nki[.x]
+    (with `legacy`, neuronxcc.nki[.x] -> trnsim.nki.legacy[.x])."""
     for prefix in ("nki", "neuronxcc.nki"):
         if fullname == prefix or fullname.startswith(prefix + "."):
-            return _RENAMED.get(fullname[len(prefix) + 1:], "trnsim.nki" + fullname[len(prefix):])
+            rest = fullname[len(prefix) + 1:]
+            if legacy and prefix == "neuronxcc.nki":
+                return _LEGACY_RENAMED.get(rest, "trnsim.nki.legacy" + fullname[len(prefix):])
+            return _RENAMED.get(rest, "trnsim.nki" + fullname[len(prefix):])
     return None
 
 
 class AliasFinder(importlib.abc.MetaPathFinder):
     """Resolves the alias names, and only them, to trnsim modules (one module object per name)."""
 
+    def __init__(self, legacy: bool = False):
+        self.legacy = legacy
+
     def find_spec(self, fullname, path=None, target=None):
         if fullname in _NAMESPACES:
             return importlib.machinery.ModuleSpec(fullname, _AliasLoader(None), is_package=True)
-        target_name = alias_target(fullname)
+        target_name = alias_target(fullname, self.legacy)
         if target_name is None or importlib.util.find_spec(target_name) is None:
             return None
         return importlib.machinery.ModuleSpec(fullname, _AliasLoader(target_name), is_package=True)
@@ -83,15 +95,24 @@ def _real_installation() -> str | None:
     return None
 
 
-def enable() -> None:
-    """Install the aliases (idempotent). Raises ConfigError if a real nki/neuronxcc is importable."""
-    if _finder() is not None:
+def enable(legacy: bool = False) -> None:
+    """Install the aliases (idempotent). Raises ConfigError if a real nki/neuronxcc is importable.
+    `legacy` maps neuronxcc.nki to the old API's front end (`enable_legacy`)."""
+    finder = _finder()
+    if finder is not None and finder.legacy == legacy:
         return
+    if finder is not None:  # switching what neuronxcc.nki means: forget the modules it gave
+        disable()
     real = _real_installation()
     if real is not None:
         raise ConfigError(f"a real NKI installation is importable ({real}); trnsim will not shadow it",
                           hint="use a virtual environment without it, or import trnsim.nki directly")
-    sys.meta_path.insert(0, AliasFinder())
+    sys.meta_path.insert(0, AliasFinder(legacy))
+
+
+def enable_legacy() -> None:
+    """`import neuronxcc.nki` gives the old API (trnsim.nki.legacy); `import nki` stays NKI 0.6."""
+    enable(legacy=True)
 
 
 def disable() -> None:
@@ -109,10 +130,10 @@ def is_enabled() -> bool:
 
 
 @contextlib.contextmanager
-def enabled():
+def enabled(legacy: bool = False):
     """The aliases inside the block only."""
     was_enabled = is_enabled()
-    enable()
+    enable(legacy)
     try:
         yield
     finally:

@@ -1,0 +1,209 @@
+"""Index expressions of the old API: `nl.arange`, `nl.mgrid`, `nl.par_dim` and `mask=` predicates.
+
+An `IndexExpr` is a small integer numpy array that broadcasts like numpy (`nl.arange(128)[:, None]`
+is a [128, 1] column). Indexing a tensor with them (`t[i_p, i_f]`) must give an affine access
+pattern, which `affine_view` turns into the same strided view the 0.6 front end slices out, so
+both front ends issue identical instructions. A `Predicate` is a boolean array over the same
+iteration space; `mask_box` reduces it to the rectangle of iterations that run.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from trnsim.errors import ShapeError, UnsupportedError
+from trnsim.nki.tensor import DynSlice
+
+
+class IndexExpr:
+    """Integer indices over the iteration space, built from aranges with + - * // %."""
+
+    __slots__ = ("values",)
+    __array_priority__ = 100  # numpy scalars on the left defer to our operators
+
+    def __init__(self, values):
+        self.values = np.asarray(values, dtype=np.int64)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.values.shape
+
+    def __getitem__(self, key) -> IndexExpr:
+        return IndexExpr(self.values[key])
+
+    def __repr__(self) -> str:
+        return f"IndexExpr(shape={list(self.shape)}, {int(self.values.min())}..{int(self.values.max())})"
+
+    def _arith(self, other, op, reverse=False) -> IndexExpr:
+        other = _values(other)
+        return IndexExpr(op(other, self.values) if reverse else op(self.values, other))
+
+    def __add__(self, other): return self._arith(other, np.add)
+    def __radd__(self, other): return self._arith(other, np.add, True)
+    def __sub__(self, other): return self._arith(other, np.subtract)
+    def __rsub__(self, other): return self._arith(other, np.subtract, True)
+    def __mul__(self, other): return self._arith(other, np.multiply)
+    def __rmul__(self, other): return self._arith(other, np.multiply, True)
+    def __floordiv__(self, other): return self._arith(other, np.floor_divide)
+    def __rfloordiv__(self, other): return self._arith(other, np.floor_divide, True)
+    def __mod__(self, other): return self._arith(other, np.mod)
+    def __neg__(self): return IndexExpr(-self.values)
+
+    def _compare(self, other, op) -> Predicate:
+        return Predicate(op(self.values, _values(other)))
+
+    def __lt__(self, other): return self._compare(other, np.less)
+    def __le__(self, other): return self._compare(other, np.less_equal)
+    def __gt__(self, other): return self._compare(other, np.greater)
+    def __ge__(self, other): return self._compare(other, np.greater_equal)
+    def __eq__(self, other): return self._compare(other, np.equal)  # noqa: D105 - a predicate, as NKI's
+    def __ne__(self, other): return self._compare(other, np.not_equal)
+    __hash__ = None
+
+
+class Predicate:
+    """`mask=` value: which iterations run; combine with & | ~."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values):
+        self.values = np.asarray(values, dtype=bool)
+
+    def __and__(self, other): return Predicate(self.values & _values(other))
+    def __rand__(self, other): return Predicate(_values(other) & self.values)
+    def __or__(self, other): return Predicate(self.values | _values(other))
+    def __ror__(self, other): return Predicate(_values(other) | self.values)
+    def __invert__(self): return Predicate(~self.values)
+
+    def __repr__(self) -> str:
+        return f"Predicate(shape={list(self.values.shape)}, {int(self.values.sum())} true)"
+
+
+def _values(value):
+    if isinstance(value, IndexExpr | Predicate):
+        return value.values
+    if isinstance(value, numbers.Integral | bool | np.bool_):
+        return value
+    raise ShapeError(f"{value!r} is not an index expression or an integer",
+                     hint="index expressions combine nl.arange/nl.mgrid values with integers")
+
+
+def arange(start, stop=None, step=1) -> IndexExpr:
+    """`nl.arange`: a 1-D index expression (use [:, None] / [None, :] to place it on an axis)."""
+    return IndexExpr(np.arange(start, stop, step) if stop is not None else np.arange(start))
+
+
+class _Grid(tuple):
+    """What `nl.mgrid[...]` returns: unpacks like a tuple and names its axes .p, .x, .y, .z."""
+
+    p = property(lambda self: self[0])
+    x = property(lambda self: self[1])
+    y = property(lambda self: self[2])
+    z = property(lambda self: self[3])
+
+
+class _MGrid:
+    """`nl.mgrid[0:128, 0:512]`: one index expression per axis, each spanning its own axis."""
+
+    def __getitem__(self, key) -> _Grid:
+        keys = key if isinstance(key, tuple) else (key,)
+        grids = np.mgrid[tuple(_grid_slice(k) for k in keys)]
+        rank = len(keys)
+        return _Grid(IndexExpr(_spread(axis, grids[axis], rank)) for axis in range(rank))
+
+
+def _grid_slice(key) -> slice:
+    if isinstance(key, DynSlice):
+        return slice(key.start, key.start + key.size * key.step, key.step)
+    if isinstance(key, slice) and isinstance(key.stop, numbers.Integral):
+        return key
+    raise ShapeError(f"nl.mgrid[{key!r}]: each axis is a slice with integer bounds")
+
+
+def _spread(axis: int, grid: np.ndarray, rank: int) -> np.ndarray:
+    """The values along `axis` only, as a broadcastable array (size 1 on the other axes)."""
+    index = tuple(slice(None) if a == axis else slice(0, 1) for a in range(rank))
+    return grid[index]
+
+
+mgrid = _MGrid()
+
+
+class par_dim(int):  # noqa: N801 - NKI's name
+    """`nl.par_dim(128)` in a tile shape: this dim is the partition dim."""
+
+
+def partition_axis(shape) -> int:
+    """The dim `nl.par_dim` marks in a shape (dim 0 when none does)."""
+    marked = [dim for dim, size in enumerate(shape) if isinstance(size, par_dim)]
+    if len(marked) > 1:
+        raise ShapeError(f"shape {list(shape)} marks {len(marked)} dims with nl.par_dim; a tile has one")
+    return marked[0] if marked else 0
+
+
+def is_index(key) -> bool:
+    return isinstance(key, IndexExpr)
+
+
+def key_arrays(keys: tuple, shape: tuple) -> list[np.ndarray]:
+    """One broadcastable integer array per tensor dim: expressions as they are, ints as scalars,
+    slices as aranges placed on the axis of their position (as `t[i_p, 0:512]` reads)."""
+    rank = len(keys)
+    arrays = []
+    for position, (key, size) in enumerate(zip(keys, shape, strict=False)):
+        if isinstance(key, IndexExpr):
+            arrays.append(key.values)
+        elif isinstance(key, numbers.Integral):
+            arrays.append(np.int64(key))
+        elif isinstance(key, slice | DynSlice):
+            values = np.arange(*_bounds(key, size))
+            arrays.append(values.reshape([-1 if a == position else 1 for a in range(rank)]))
+        else:
+            raise ShapeError(f"index {key!r} mixed with index expressions; use ints, slices or nl.arange")
+    for size in shape[len(keys):]:  # dims without a key are taken whole, on the next axis
+        rank += 1
+        arrays.append(np.arange(size).reshape([1] * (rank - 1) + [-1]))
+    return arrays
+
+
+def _bounds(key, size: int) -> tuple[int, int, int]:
+    if isinstance(key, DynSlice):
+        return int(key.start), int(key.start) + key.size * key.step, key.step
+    return key.indices(size)
+
+
+def mask_box(mask: Predicate | None, shape: tuple[int, ...]) -> tuple[slice, ...] | None:
+    """The rectangle of iterations of `shape` that `mask` keeps (None: no mask, all of them).
+    The old compiler turns a mask into access-pattern bounds, so a mask must cut a rectangle."""
+    if mask is None:
+        return None
+    if not isinstance(mask, Predicate):
+        raise ShapeError(f"mask={mask!r} is not a predicate of index expressions",
+                         hint="build masks from nl.arange/nl.mgrid values, e.g. (i_p < 64) & (i_f < 256)")
+    try:
+        keep = np.broadcast_to(mask.values, shape) if mask.values.ndim <= len(shape) else None
+    except ValueError:
+        keep = None
+    if keep is None:
+        raise ShapeError(f"mask of shape {list(mask.values.shape)} does not fit the iteration space "
+                         f"{list(shape)}")
+    box = tuple(_axis_run(keep, axis) for axis in range(len(shape)))
+    if keep.any() and not keep[box].all():
+        raise UnsupportedError("mask= that is not a rectangle of iterations (e.g. a triangle) is not "
+                               "emulated", what="mask= non-rectangular",
+                               hint="use nisa.affine_select for triangular masks")
+    return box
+
+
+def _axis_run(keep: np.ndarray, axis: int) -> slice:
+    """The run of positions along `axis` where some iteration is kept (empty when none is)."""
+    others = tuple(a for a in range(keep.ndim) if a != axis)
+    kept = np.flatnonzero(keep.any(axis=others) if others else keep)
+    if kept.size == 0:
+        return slice(0, 0)
+    if kept[-1] - kept[0] + 1 != kept.size:
+        raise UnsupportedError("mask= that keeps a non-contiguous set of rows or columns is not emulated",
+                               what="mask= non-contiguous")
+    return slice(int(kept[0]), int(kept[-1]) + 1)

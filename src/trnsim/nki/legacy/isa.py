@@ -1,0 +1,289 @@
+"""`neuronxcc.nki.isa` (old nisa): operands positional or by name, results returned as new tiles.
+
+Each call allocates the result the old compiler would have (SBUF; PSUM for the Tensor engine)
+and issues the 0.6 instruction on it. `nc_matmul` returns a pending result: added to a PSUM
+tile (`psum += nisa.nc_matmul(...)`) or assigned into one it accumulates there, as the hardware
+does; used any other way it is computed into a PSUM tile of its own.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from trnsim.errors import ShapeError, UnsupportedError
+from trnsim.nki import calls, dtypes
+from trnsim.nki import isa as nisa06
+from trnsim.nki.isa import (  # noqa: F401 - enums and queries the old nisa shares
+    dge_mode,
+    engine,
+    get_nc_version,
+    nc_version,
+    oob_mode,
+    reduce_cmd,
+)
+from trnsim.nki.legacy.index import IndexExpr
+from trnsim.nki.legacy.language import _copy_into, _plain, _whole_mask
+from trnsim.nki.legacy.operands import Call, is_tile, new_tile, result_dtype
+from trnsim.nki.legacy.tile import Tile, affine_steps
+
+tensor_engine, vector_engine = engine.tensor, engine.vector
+scalar_engine, gpsimd_engine = engine.scalar, engine.gpsimd
+unknown_engine = engine.unknown
+
+
+class PendingMatmul:
+    """A matmul not issued yet: its PSUM destination is chosen by how the result is used."""
+
+    def __init__(self, stationary, moving, params: dict):
+        self.stationary, self.moving, self.params = stationary, moving, params
+        double_row = params["perf_mode"] == "double_row" and len(moving.shape) == 3  # K as [P, 2]
+        self.shape = (stationary.shape[-1], moving.shape[-1] if double_row else math.prod(moving.shape[1:]))
+        self.dtype = "float32"
+
+    def issue(self, dst, accumulate) -> None:
+        nisa06.nc_matmul(dst, self.stationary, self.moving, accumulate=accumulate, **self.params)
+
+    def materialize(self):
+        tile = new_tile(self.shape, self.dtype, dtypes.PSUM)
+        self.issue(tile.base, accumulate=None)
+        return tile.base
+
+
+_PERF_MODES = {"double_row_gen3": "double_row"}
+"""The old API's names for matmul perf modes the 0.6 API names otherwise."""
+
+
+def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
+              tile_position=(), tile_size=(), mask=None, perf_mode="none", **kwargs) -> Tile:
+    """stationary[K, M].T @ moving[K, N] -> PSUM [M, N] fp32."""
+    _whole_mask(mask, [], "nisa.nc_matmul")
+    params = {"is_stationary_onezero": is_stationary_onezero, "is_moving_onezero": is_moving_onezero,
+              "is_transpose": is_transpose, "tile_position": tile_position, "tile_size": tile_size,
+              "perf_mode": _PERF_MODES.get(getattr(perf_mode, "value", perf_mode), perf_mode)}
+    return Tile(None, pending=PendingMatmul(_plain(stationary), _plain(moving), params))
+
+
+def _compute(function, data, dtype, mask, shape=None, buffer=None, columns=(), **operands) -> Tile:
+    """Issue `function(dst=..., data=..., **operands)` into a new tile over the call's iterations.
+    `columns` names operands that are per-partition scalars ([P, 1] tiles or numbers)."""
+    call = Call([data], mask) if shape is None else Call([], _checked_mask(mask, data), shape)
+    tile, dst = call.output(result_dtype(dtype, data), buffer)
+    if call.empty:
+        return tile
+    views = {name: (call.column(v) if name in columns else call.view(v)) if is_tile(v) else v
+             for name, v in operands.items()}
+    if data is not None:
+        views["data"] = call.view(data) if shape is None else _plain(data)
+    function(dst=dst, **views)
+    return tile
+
+
+def _checked_mask(mask, data):
+    _whole_mask(mask, [data] if data is not None else [], "this nisa call")
+    return None
+
+
+def activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
+               mask=None, dtype=None, **kwargs) -> Tile:
+    return _compute(nisa06.activation, data, dtype, mask, columns=("bias", "scale", "reduce_res"), op=op,
+                    bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=_plain(reduce_res),
+                    reduce_cmd=reduce_cmd)
+
+
+def activation_reduce(op, data, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None,
+                      **kwargs) -> Tile:
+    return _compute(nisa06.activation_reduce, data, dtype, mask, columns=("bias", "scale", "reduce_res"),
+                    op=op, reduce_op=reduce_op, reduce_res=_plain(reduce_res), bias=bias, scale=scale)
+
+
+def tensor_tensor(data1, data2, op, dtype=None, mask=None, engine=engine.unknown, **kwargs) -> Tile:
+    call = Call([data1, data2], mask)
+    tile, dst = call.output(result_dtype(dtype, data1, data2))
+    if not call.empty:
+        nisa06.tensor_tensor(dst=dst, data1=call.view(data1), data2=call.view(data2), op=op, engine=engine)
+    return tile
+
+
+def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, dtype=None,
+                  mask=None, engine=engine.unknown, **kwargs) -> Tile:
+    return _compute(nisa06.tensor_scalar, data, dtype, mask, columns=("operand0", "operand1"), op0=op0,
+                    operand0=operand0, reverse0=reverse0, op1=op1, operand1=operand1, reverse1=reverse1,
+                    engine=engine)
+
+
+def scalar_tensor_tensor(data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
+                         mask=None, **kwargs) -> Tile:
+    return _compute(nisa06.scalar_tensor_tensor, data, dtype, mask, columns=("operand0",), op0=op0,
+                    operand0=operand0, op1=op1, operand1=operand1, reverse0=reverse0, reverse1=reverse1)
+
+
+def tensor_copy(src, mask=None, dtype=None, engine=engine.unknown, **kwargs) -> Tile:
+    call = Call([src], mask)
+    tile, dst = call.output(result_dtype(dtype, src))
+    if not call.empty:
+        nisa06.tensor_copy(dst=dst, src=call.view(src), engine=engine)
+    return tile
+
+
+def reciprocal(data, dtype=None, mask=None, **kwargs) -> Tile:
+    return _compute(nisa06.reciprocal, data, dtype, mask)
+
+
+def dropout(data, prob, mask=None, dtype=None, **kwargs) -> Tile:
+    return _compute(nisa06.dropout, data, dtype, mask, columns=("prob",), prob=prob)
+
+
+def tensor_reduce(op, data, axis, mask=None, dtype=None, negate=False, keepdims=False, **kwargs) -> Tile:
+    axes = tuple(a % len(data.shape) for a in (axis if isinstance(axis, tuple | list) else (axis,)))
+    shape = [1 if d in axes else s for d, s in enumerate(data.shape) if keepdims or d not in axes]
+    return _compute(nisa06.tensor_reduce, data, dtype, mask, shape=tuple(shape), op=op, axis=axis,
+                    negate=negate, keepdims=keepdims)
+
+
+def tensor_partition_reduce(op, data, mask=None, dtype=None, **kwargs) -> Tile:
+    return _compute(nisa06.tensor_partition_reduce, data, dtype, mask, shape=(1, *data.shape[1:]), op=op)
+
+
+def bn_stats(data, mask=None, dtype=None, **kwargs) -> Tile:
+    """Six statistics per chunk of up to bn_stats_fmax elements of each partition."""
+    from trnsim.nki.language import tile_size
+    chunks = -(-math.prod(data.shape[1:]) // tile_size.bn_stats_fmax)
+    return _compute(nisa06.bn_stats, data, dtype, mask, shape=(data.shape[0], 6 * chunks))
+
+
+def bn_aggr(data, mask=None, dtype=None, **kwargs) -> Tile:
+    return _compute(nisa06.bn_aggr, data, dtype, mask, shape=(data.shape[0], 2))
+
+
+def max8(src, mask=None, dtype=None, **kwargs) -> Tile:
+    call = Call([], _checked_mask(mask, src), (src.shape[0], 8))
+    tile, dst = call.output(result_dtype(dtype, src))
+    nisa06.max8(dst=dst, src=_plain(src))
+    return tile
+
+
+def nc_find_index8(data, vals, mask=None, dtype=None, **kwargs) -> Tile:
+    call = Call([], _checked_mask(mask, data), (data.shape[0], 8))
+    tile, dst = call.output(dtype or "uint32")
+    nisa06.nc_find_index8(dst=dst, data=_plain(data), vals=_plain(vals))
+    return tile
+
+
+def nc_match_replace8(data, vals, imm, dst_idx=None, mask=None, dtype=None, **kwargs) -> Tile:
+    call = Call([], _checked_mask(mask, data), tuple(data.shape))
+    tile, dst = call.output(result_dtype(dtype, data))
+    nisa06.nc_match_replace8(dst=dst, data=_plain(data), vals=_plain(vals), imm=imm, dst_idx=_plain(dst_idx))
+    return tile
+
+
+def nc_transpose(data, mask=None, dtype=None, engine=engine.unknown, **kwargs) -> Tile:
+    """[P, F] -> [F, P]: in PSUM through the Tensor engine, in SBUF on the Vector engine (32 x 32)."""
+    rows, cols = data.shape[0], math.prod(data.shape[1:])
+    on_vector = engine == nisa06.engine.vector or (engine == nisa06.engine.unknown and max(rows, cols) <= 32)
+    buffer = dtypes.SBUF if on_vector else dtypes.PSUM
+    chosen = nisa06.engine.vector if on_vector else nisa06.engine.tensor
+    return _compute(nisa06.nc_transpose, data, dtype, mask, shape=(cols, rows), buffer=buffer, engine=chosen)
+
+
+def memset(shape, value, dtype, mask=None, engine=engine.unknown, **kwargs) -> Tile:
+    call = Call([], mask, tuple(shape))
+    tile, dst = call.output(dtype)
+    if not call.empty:
+        nisa06.memset(dst=dst, value=value, engine=engine)
+    return tile
+
+
+def iota(expr, dtype, mask=None, **kwargs) -> Tile:
+    """The values of an index expression (affine in partition and free indices) into a new tile."""
+    if not isinstance(expr, IndexExpr):
+        raise ShapeError(f"expr={expr!r} is not an index expression",
+                         hint="build it from nl.arange / nl.mgrid, e.g. nl.arange(128)[:, None] * 4")
+    values = expr.values if expr.values.ndim >= 2 else expr.values.reshape(1, -1)
+    shape = tuple(np.broadcast_shapes(values.shape, (1, 1)))
+    steps = affine_steps(values, "iota")
+    call = Call([], mask, shape)
+    tile, dst = call.output(dtype)
+    if call.empty:
+        return tile
+    start = int(values[tuple(b.start or 0 for b in call.box)] if call.box else values.flat[0])
+    counts = dst.shape[1:]
+    pattern = [[step, n] for step, n in zip(steps[1:], counts, strict=True)]
+    nisa06.iota(dst=dst, pattern=pattern, offset=start, channel_multiplier=steps[0])
+    return tile
+
+
+def dma_copy(dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown,
+             **kwargs):
+    if dst_rmw_op is not None:
+        raise UnsupportedError("nisa.dma_copy(dst_rmw_op=...) is not emulated", what="dma_copy dst_rmw_op",
+                               hint="use nisa.dma_compute in the NKI 0.6 API")
+    call = Call([dst], mask)
+    if not call.empty:
+        _copy_into(call.view(dst, broadcast=False), call.view(src), oob_mode=oob_mode, dge_mode=dge_mode)
+    return dst
+
+
+def dma_transpose(src, axes=None, mask=None, dtype=None, **kwargs) -> Tile:
+    _whole_mask(mask, [src], "nisa.dma_transpose")
+    order = tuple(axes) if axes is not None else tuple(reversed(range(len(src.shape))))
+    tile = new_tile(tuple(src.shape[a] for a in order), result_dtype(dtype, src))
+    nisa06.dma_transpose(dst=tile.base, src=_plain(src), axes=axes)
+    return tile
+
+
+def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, dtype=None,
+                       mask=None, **kwargs) -> Tile:
+    call = Call([data0, data1], mask)
+    tile, dst = call.output(result_dtype(dtype, data0, data1))
+    nisa06.tensor_tensor_scan(dst=dst, data0=call.view(data0), data1=call.view(data1),
+                              initial=_plain(initial), op0=op0, op1=op1, reverse0=reverse0, reverse1=reverse1)
+    return tile
+
+
+def _with_dst(function, name: str):
+    """Old calls that already took `dst=` (select_reduce, tensor_copy_predicated, ...): same bits."""
+    def call(*args, mask=None, **kwargs):
+        _whole_mask(mask, [], f"nisa.{name}")
+        function(*map(_plain, args), **{k: _plain(v) for k, v in kwargs.items()})
+        return kwargs.get("dst")
+    call.__name__ = name
+    return call
+
+
+select_reduce = _with_dst(nisa06.select_reduce, "select_reduce")
+tensor_copy_predicated = _with_dst(nisa06.tensor_copy_predicated, "tensor_copy_predicated")
+nc_stream_shuffle = _with_dst(nisa06.nc_stream_shuffle, "nc_stream_shuffle")
+
+
+def range_select(on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.idle,
+                 reduce_res=None, reduce_op="maximum", range_start=0, on_false_value=None, mask=None,
+                 dtype=None, **kwargs) -> Tile:
+    """Elements whose free index lies in the bounds keep their value, the others on_false_value."""
+    from trnsim.nki.legacy.language import fp32
+    return _compute(nisa06.range_select, None, dtype or on_true_tile.dtype, mask,
+                    shape=tuple(on_true_tile.shape),
+                    on_true_tile=_plain(on_true_tile), comp_op0=comp_op0, comp_op1=comp_op1,
+                    bound0=_plain(bound0), bound1=_plain(bound1), reduce_cmd=reduce_cmd,
+                    reduce_res=_plain(reduce_res), reduce_op=reduce_op, range_start=range_start,
+                    on_false_value=fp32.min if on_false_value is None else on_false_value)
+
+
+def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, mask=None) -> Tile:
+    _whole_mask(mask, [], "nisa.local_gather")
+    valid = num_valid_indices if num_valid_indices is not None else math.prod(index.shape[1:])
+    shape = (src_buffer.shape[0], valid * num_elem_per_idx)
+    tile = new_tile(shape, src_buffer.dtype)
+    nisa06.local_gather(dst=tile.base, src_buffer=_plain(src_buffer), index=_plain(index),
+                        num_elem_per_idx=num_elem_per_idx, num_valid_indices=num_valid_indices)
+    return tile
+
+
+def sequence_bounds(segment_ids, dtype=None) -> Tile:
+    tile = new_tile((segment_ids.shape[0], 2, *segment_ids.shape[1:]), dtype or segment_ids.dtype)
+    nisa06.sequence_bounds(dst=tile.base, segment_ids=_plain(segment_ids))
+    return tile
+
+
+calls.checked_calls(globals(), "nisa")

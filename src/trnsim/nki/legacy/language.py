@@ -1,0 +1,272 @@
+"""`neuronxcc.nki.language` (old nl): calls return new tiles, index expressions, `mask=`.
+
+Each call is the 0.6 front end's instruction sequence with the old calling convention: the result
+tile is allocated here (SBUF, or PSUM for matmuls) and the 0.6 `nisa` instruction writes it, so a
+kernel gives the same bits in either API. The math calls live in legacy/math.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trnsim.core.isa import Memory
+from trnsim.errors import UnsupportedError
+from trnsim.nki import calls, dtypes
+from trnsim.nki import isa as nisa06
+from trnsim.nki import language as nl06
+from trnsim.nki.language import (  # noqa: F401 - the names the old nl shares with 0.6
+    affine_range,
+    bfloat16,
+    bool_,
+    float8_e4m3,
+    float8_e5m2,
+    float16,
+    float32,
+    int8,
+    int16,
+    int32,
+    no_reorder,
+    num_programs,
+    private_hbm,
+    program_id,
+    program_ndim,
+    psum,
+    sbuf,
+    sequential_range,
+    shared_hbm,
+    static_range,
+    tfloat32,
+    tile_size,
+    uint8,
+    uint16,
+    uint32,
+)
+from trnsim.nki.legacy.index import Predicate, arange, mgrid, par_dim  # noqa: F401
+from trnsim.nki.legacy.operands import Call, is_tile, new_tile
+from trnsim.nki.legacy.tile import Indexed, Tile, unwrap, wrap
+from trnsim.nki.tensor import DynSlice
+
+
+class _Float32(str):
+    """`nl.fp32`: the float32 dtype that also answers `.min` / `.max` (kernels use nl.fp32.min)."""
+
+    min = float(np.finfo(np.float32).min)
+    max = float(np.finfo(np.float32).max)
+
+
+fp32 = _Float32("float32")
+hbm = shared_hbm
+"""Old kernels return tensors made in `nl.hbm`; the old simulator handed them back like shared HBM."""
+
+
+class nc(int):  # noqa: N801 - NKI's name
+    """`nl.nc(2)`: programs on logical NeuronCores; a number of programs here."""
+
+
+def spmd_dim(*sizes) -> int:
+    """`nl.spmd_dim(nl.nc(2), 2)`: one launch-grid dim of that many programs."""
+    return int(np.prod([int(size) for size in sizes]))
+
+
+def device_print(prefix, x=None, mask=None, **kwargs) -> None:
+    nl06.device_print(prefix, _plain(x))
+
+
+def finfo(dtype):
+    return np.finfo(dtypes.dtype(dtype).numpy)
+
+
+# --- creation -------------------------------------------------------------------------------------
+def ndarray(shape, dtype, buffer=None, name: str = "", **kwargs) -> Tile:
+    return new_tile(shape, dtype, buffer, name)
+
+
+def full(shape, fill_value, dtype, buffer=None, name: str = "", **kwargs) -> Tile:
+    tile = new_tile(shape, dtype, buffer, name)
+    nisa06.memset(dst=_whole(tile), value=fill_value)
+    return tile
+
+
+def zeros(shape, dtype, buffer=None, name: str = "", **kwargs) -> Tile:
+    return full(shape, 0, dtype, buffer, name)
+
+
+def ones(shape, dtype, buffer=None, name: str = "", **kwargs) -> Tile:
+    return full(shape, 1, dtype, buffer, name)
+
+
+def empty_like(a, dtype=None, buffer=None, name: str = "", **kwargs) -> Tile:
+    return new_tile(a.shape, dtype or a.dtype, buffer or a.buffer, name)
+
+
+def zeros_like(a, dtype=None, buffer=None, name: str = "", **kwargs) -> Tile:
+    return zeros(a.shape, dtype or a.dtype, buffer or a.buffer, name)
+
+
+def ones_like(a, dtype=None, buffer=None, name: str = "", **kwargs) -> Tile:
+    return ones(a.shape, dtype or a.dtype, buffer or a.buffer, name)
+
+
+def full_like(a, fill_value, dtype=None, buffer=None, name: str = "", **kwargs) -> Tile:
+    return full(a.shape, fill_value, dtype or a.dtype, buffer or a.buffer, name)
+
+
+def rand(shape, dtype=float32, **kwargs) -> Tile:
+    return wrap(nl06.rand(tuple(shape), dtype))
+
+
+def random_seed(seed, mask=None, **kwargs) -> None:
+    nl06.random_seed(unwrap(seed))
+
+
+def shared_constant(constant, dtype=None, **kwargs) -> Tile:
+    return wrap(nl06.shared_constant(constant, dtype))
+
+
+def shared_identity_matrix(n, dtype=uint8, **kwargs) -> Tile:
+    return wrap(nl06.shared_identity_matrix(n, dtype))
+
+
+def _whole(tile: Tile):
+    """The tile's view with the partition dim first (block dims, if any, stay behind it)."""
+    base = tile.base
+    if tile.blocks:
+        order = (tile.blocks, *range(tile.blocks), *range(tile.blocks + 1, base.ndim))
+        return base.permute(order)
+    return base
+
+
+# --- data movement ----------------------------------------------------------------------------------
+def load(src, mask=None, dtype=None, **kwargs) -> Tile:
+    """HBM (or SBUF) -> a new SBUF tile of the access's shape."""
+    call = Call([src], mask)
+    tile, dst = call.output(dtype or src.dtype)
+    if not call.empty:
+        nisa06.dma_copy(dst=dst, src=call.view(src, broadcast=False))
+    return tile
+
+
+def store(dst, value, mask=None, **kwargs):
+    """A tile (or number) -> `dst`, usually an HBM access."""
+    call = Call([dst], mask)
+    if not call.empty:
+        _copy_into(call.view(dst, broadcast=False), call.view(value))
+    return dst
+
+
+def _copy_into(target, value, **dma) -> None:
+    """dst <- value: a DMA when either side is in HBM, else a Vector-engine copy; numbers memset."""
+    if not is_tile(value):
+        nisa06.memset(dst=target, value=value)
+    elif Memory.HBM in (target.storage.memory, value.storage.memory):
+        if value.storage.memory is Memory.PSUM:  # DMAs do not read PSUM: through SBUF, as compiled
+            staged = new_tile(value.shape, value.dtype).base
+            nisa06.tensor_copy(dst=staged, src=value, engine=nisa06.engine.vector)
+            value = staged
+        nisa06.dma_copy(dst=target, src=value, **dma)
+    else:
+        nisa06.tensor_copy(dst=target, src=value, engine=nisa06.engine.vector)
+
+
+def assign(target, value) -> None:
+    """`tile[...] = value` (a matmul result is computed straight into a PSUM target)."""
+    pending = value.pending if isinstance(value, Tile) else None
+    call = Call([target], None)
+    view = call.view(target, broadcast=False)
+    if pending is not None and view.storage.memory is Memory.PSUM:
+        value.pending = None
+        pending.issue(view, accumulate=False)
+        return
+    _copy_into(view, call.view(value))
+
+
+def update(tile: Tile, op: str, value) -> None:
+    """`tile op= value` in place; `psum += nc_matmul(...)` accumulates the matmul in PSUM."""
+    pending = value.pending if isinstance(value, Tile) else None
+    if op == "add" and pending is not None and tile.base.storage.memory is Memory.PSUM:
+        value.pending = None
+        pending.issue(tile.base, accumulate=True)
+        return
+    from trnsim.nki.legacy import math
+    math.binary(op, tile, value, dtype=tile.dtype, out=tile)
+
+
+def load_transpose2d(src, mask=None, dtype=None, **kwargs) -> Tile:
+    _whole_mask(mask, [src], "nl.load_transpose2d")
+    return wrap(nl06.load_transpose2d(_plain(src), dtype))
+
+
+def copy(src, mask=None, dtype=None, **kwargs) -> Tile:
+    call = Call([src], mask)
+    tile, dst = call.output(dtype or src.dtype)
+    if not call.empty:
+        nisa06.tensor_copy(dst=dst, src=call.view(src), engine=nisa06.engine.vector)
+    return tile
+
+
+def static_cast(input_data, dtype) -> Tile:
+    return copy(input_data, dtype=dtype)
+
+
+def matmul(x, y, transpose_x=False, mask=None, **kwargs) -> Tile:
+    _whole_mask(mask, [], "nl.matmul")
+    return wrap(nl06.matmul(_plain(x), _plain(y), transpose_x))
+
+
+def transpose(x, dtype=None, mask=None, **kwargs) -> Tile:
+    _whole_mask(mask, [x], "nl.transpose")
+    return wrap(nl06.transpose(_plain(x), dtype))
+
+
+def broadcast_to(src, shape, **kwargs) -> Tile:
+    return wrap(nl06.broadcast_to(_plain(src), shape))
+
+
+def expand_dims(data, axis) -> Tile:
+    return wrap(nl06.expand_dims(_plain(data), axis))
+
+
+def gather_flattened(data, indices, mask=None, dtype=None, **kwargs) -> Tile:
+    _whole_mask(mask, [indices], "nl.gather_flattened")
+    return wrap(nl06.gather_flattened(_plain(data), _plain(indices), dtype=dtype))
+
+
+def ds(start, size) -> DynSlice:
+    return DynSlice(start, size)
+
+
+# --- helpers for calls that take no mask ----------------------------------------------------------
+def _plain(value):
+    """A Tile or indexed tile as the 0.6 front end's view; anything else unchanged."""
+    if isinstance(value, Indexed):
+        return value.resolve()
+    return value.base if isinstance(value, Tile) else value
+
+
+def _whole_mask(mask, operands, op: str) -> None:
+    """Calls built on 0.6 conveniences take only masks that keep every iteration."""
+    if mask is None:
+        return
+    call = Call(operands, mask)
+    if call.box is not None and any(b.indices(n) != (0, n, 1) for b, n in zip(call.box, call.shape,
+                                                                              strict=True)):
+        raise UnsupportedError(f"mask= that leaves iterations out on {op} is not emulated",
+                               what=f"{op} mask", hint="load or copy the masked part first")
+
+
+_OLD_ONLY = {"all_reduce": "nki.collectives in the NKI 0.6 API", "loop_reduce": "an explicit loop",
+             "atomic_rmw": "nisa.dma_compute in the NKI 0.6 API"}
+
+
+def __getattr__(name: str):
+    if name in _OLD_ONLY:
+        raise UnsupportedError(f"nl.{name} is not emulated by trnsim's old-API front end", what=f"nl.{name}",
+                               hint=f"use {_OLD_ONLY[name]}")
+    raise AttributeError(f"module 'neuronxcc.nki.language' has no attribute {name!r}")
+
+
+from trnsim.nki.legacy.math import PUBLIC  # noqa: E402 - the math half of the old nl
+
+globals().update(PUBLIC)
+
+calls.checked_calls(globals(), "nl")

@@ -1,0 +1,134 @@
+"""Entry points of the old API: `nki.jit(mode=...)`, `simulate_kernel`, `baremetal`, `benchmark`.
+
+There is no hardware, so every mode runs the kernel with values on the emulated core (the 0.6
+front end's `run`); `benchmark` also times the trace with trnsim's timing model and keeps the
+result where the tutorials read it (`kernel.benchmark_result.nc_latency`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+from trnsim.errors import ConfigError, SourceLoc
+from trnsim.nki.jit import Kernel, _launch_grid, resolve_target
+from trnsim.nki.jit import trace as trace06
+from trnsim.nki.legacy.tile import Tile, unwrap
+from trnsim.nki.tensor import NkiTensor
+
+MODES = ("auto", "simulation", "baremetal", "benchmark", "trace", "torchxla", "jax")
+"""nki.jit modes of SDK 2.26; all run on the emulated core (benchmark also reports latency)."""
+
+
+class LegacyKernel(Kernel):
+    """An old-API kernel: arguments become Tiles, results are handed back as arrays."""
+
+    def __init__(self, fn, grid=(), options=None):
+        super().__init__(fn, grid, options)
+        self.fn = _as_tiles(fn)
+        self.benchmark_result: BenchmarkResult | None = None
+
+    def __getitem__(self, grid) -> LegacyKernel:
+        launched = LegacyKernel(self.__wrapped__, _launch_grid(_grid(grid)), self.options)
+        launched.benchmark_result = self.benchmark_result
+        return launched
+
+    def __call__(self, *args, **kwargs):
+        target = self.options.get("platform_target")
+        result = super().__call__(*args, target=target, **kwargs)
+        if self.options.get("mode") == "benchmark":
+            self._benchmark()
+        return result
+
+    def _benchmark(self) -> None:
+        from trnsim.timing.schedule import latency_s
+        seconds = latency_s(self.last_trace, resolve_target(self.options.get("platform_target")))
+        self.benchmark_result = BenchmarkResult(seconds * 1e6)
+        print(f"trnsim benchmark of {self.__name__}: predicted latency {seconds * 1e6:.2f} us "
+              f"(timing model, no hardware)")
+
+
+def _grid(grid) -> tuple:
+    """`kernel[2, 3]` or `kernel[nl.spmd_dim(nl.nc(2), 2), 2]`: the grid as a tuple of sizes (programs
+    run one after another, so how they map onto logical cores changes no value)."""
+    return tuple(int(size) for size in (grid if isinstance(grid, tuple) else (grid,)))
+
+
+def _as_tiles(fn):
+    """The kernel body with HBM arguments as Tiles and its Tile results as the tensors under them."""
+    @functools.wraps(fn)
+    def body(*args, **kwargs):
+        args = [Tile(a) if isinstance(a, NkiTensor) else a for a in args]
+        kwargs = {k: Tile(v) if isinstance(v, NkiTensor) else v for k, v in kwargs.items()}
+        return unwrap(fn(*args, **kwargs))
+    return body
+
+
+class Latency:
+    """`benchmark_result.nc_latency`: the predicted latency in microseconds (one value: the
+    timing model is deterministic, so every percentile is the same)."""
+
+    def __init__(self, microseconds: float):
+        self.microseconds = microseconds
+
+    def get_latency_percentile(self, percentile: int = 50) -> float:
+        return self.microseconds
+
+    def __repr__(self) -> str:
+        return f"Latency({self.microseconds:.2f} us, predicted)"
+
+
+class BenchmarkResult:
+    def __init__(self, microseconds: float):
+        self.nc_latency = Latency(microseconds)
+
+
+def jit(func=None, mode: str = "auto", platform_target=None, **options):
+    """`@nki.jit` / `@nki.jit(mode="simulation", platform_target="trn2")`."""
+    if mode not in MODES:
+        raise ConfigError(f"nki.jit(mode={mode!r}) is not a mode of the old API", where=SourceLoc.of_caller(),
+                          hint=f"use one of {', '.join(MODES)}")
+    settings = {**options, "mode": mode, "platform_target": platform_target}
+    if func is None:
+        return lambda fn: LegacyKernel(fn, options=settings)
+    return LegacyKernel(func, options=settings)
+
+
+def baremetal(kernel=None, **options):
+    """Runs on hardware under the SDK; here it runs on the emulated core with values."""
+    return jit(kernel, mode="baremetal", **_known(options))
+
+
+def benchmark(kernel=None, warmup: int = 0, iters: int = 1, **options):
+    """Runs once and reports the timing model's latency (warmup and iters change nothing: the
+    model is deterministic)."""
+    return jit(kernel, mode="benchmark", **_known(options))
+
+
+def profile(kernel=None, **options):
+    return jit(kernel, mode="benchmark", **_known(options))
+
+
+def _known(options: dict) -> dict:
+    """Options of the SDK's launchers that concern files on hardware (NEFFs, traces): dropped."""
+    return {k: v for k, v in options.items() if k == "platform_target"}
+
+
+def simulate_kernel(kernel, *args, **kwargs):
+    """Run a kernel (jit-decorated or a plain function) with values; numpy in, numpy out."""
+    launched = kernel if isinstance(kernel, LegacyKernel) else LegacyKernel(getattr(kernel, "func", kernel))
+    return launched(*args, **kwargs)
+
+
+def trace(func=None, **options):
+    """`nki.trace`: the old API's decorator for kernels run later by `simulate_kernel`."""
+    return jit(func, mode="trace", **options)
+
+
+def instruction_trace(kernel, *args, **kwargs):
+    """trnsim's instruction trace of a run without values (no values are computed)."""
+    launched = kernel if isinstance(kernel, LegacyKernel) else LegacyKernel(kernel)
+    return trace06(launched, *args, target=launched.options.get("platform_target"), **kwargs)
+
+
+__all__ = ["BenchmarkResult", "LegacyKernel", "baremetal", "benchmark", "instruction_trace", "jit", "profile",
+           "simulate_kernel", "trace"]

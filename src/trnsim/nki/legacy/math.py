@@ -1,0 +1,101 @@
+"""The math of the old `nl`: element-wise calls with broadcasting and `mask=`, reductions, and
+the 0.6 conveniences (softmax, rms_norm, ...) under the old calling convention.
+
+Element-wise calls issue what the 0.6 `nl` calls issue (tensor_tensor, tensor_scalar with a
+number or [P, 1] column, activation); the old API also broadcasts [1, F] and [P, 1] tiles
+against each other, which is a stride-0 view here.
+"""
+
+from __future__ import annotations
+
+from trnsim.errors import ArgumentError
+from trnsim.nki import calls
+from trnsim.nki import isa as nisa06
+from trnsim.nki import language as nl06
+from trnsim.nki.legacy.operands import Call, is_tile, result_dtype
+from trnsim.nki.legacy.tile import Tile, wrap
+
+_BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "fmod", "mod",
+           "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
+           "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
+           "right_shift")
+_COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+                          "logical_and", "logical_or", "logical_xor"})
+_UNARY = ("exp", "log", "sqrt", "rsqrt", "cos", "tan", "arctan", "abs", "square", "negative", "sign",
+          "ceil", "floor", "trunc", "relu", "sigmoid", "tanh", "gelu", "gelu_dx", "gelu_apprx_sigmoid",
+          "gelu_apprx_tanh", "silu", "silu_dx", "softplus", "mish", "erf", "erf_dx")
+_REDUCTIONS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multiply"}
+
+
+def _is_column(value, shape) -> bool:
+    """A [P, 1] tile against a wider [P, F] space: the per-partition scalar of tensor_scalar."""
+    return (is_tile(value) and len(shape) == 2 and tuple(value.shape) == (shape[0], 1) and shape[1] > 1)
+
+
+def binary(name: str, x, y, dtype=None, mask=None, out: Tile | None = None):
+    """x op y over the broadcast shape; into `out` when given (in-place operators)."""
+    if not is_tile(x) and not is_tile(y):
+        raise ArgumentError(f"x and y are both numbers ({x!r}, {y!r}); nl.{name} takes at least one tile")
+    call = Call([x, y], mask)
+    dtype = result_dtype(dtype, x, y) if dtype is not None or name not in _COMPARISONS else "bool_"
+    tile, dst = (out, call.view(out, broadcast=False)) if out is not None else call.output(dtype)
+    if call.empty:
+        return tile
+    if is_tile(x) and (_is_column(y, call.shape) or not is_tile(y)):
+        operand = call.column(y) if is_tile(y) else y
+        nisa06.tensor_scalar(dst=dst, data=call.view(x), op0=name, operand0=operand)
+    elif is_tile(y) and (_is_column(x, call.shape) or not is_tile(x)):
+        operand = call.column(x) if is_tile(x) else x
+        nisa06.tensor_scalar(dst=dst, data=call.view(y), op0=name, operand0=operand, reverse0=True)
+    else:
+        nisa06.tensor_tensor(dst=dst, data1=call.view(x), data2=call.view(y), op=name)
+    return tile
+
+
+def unary(name: str, x, dtype=None, mask=None):
+    call = Call([x], mask)
+    tile, dst = call.output(result_dtype(dtype, x))
+    if not call.empty:
+        nisa06.activation(dst=dst, op=name, data=call.view(x))
+    return tile
+
+
+def _binary(name: str):
+    def op(x, y, dtype=None, mask=None, **kwargs):
+        return binary(name, x, y, dtype, mask)
+    op.__name__ = op.nki_op = name
+    op.__doc__ = f"Element-wise {name}, broadcasting [1, F] / [P, 1] tiles and numbers."
+    return op
+
+
+def _unary(name: str):
+    def op(x, dtype=None, mask=None, **kwargs):
+        return unary(name, x, dtype, mask)
+    op.__name__ = op.nki_op = name
+    op.__doc__ = f"Element-wise {name} on the Scalar engine."
+    return op
+
+
+def _delegate(function, name: str):
+    """A 0.6 `nl` call under the old convention: tiles in, a tile out, a mask that keeps all."""
+    def op(*args, mask=None, **kwargs):
+        from trnsim.nki.legacy.language import _plain, _whole_mask
+        _whole_mask(mask, [a for a in args if is_tile(a)][:1], f"nl.{name}")
+        return wrap(function(*map(_plain, args), **{k: _plain(v) for k, v in kwargs.items()}))
+    op.__name__ = name
+    op.nki_op = getattr(function, "nki_op", name)
+    op.__doc__ = function.__doc__
+    return op
+
+
+PUBLIC = {
+    **{name: _binary(name) for name in (*_BINARY, "abs_max", "abs_min")},
+    **{name: _unary(name) for name in _UNARY},
+    **{name: _delegate(getattr(nl06, name), name) for name in (
+        *_REDUCTIONS, "mean", "var", "all", "softmax", "rms_norm", "where", "reciprocal", "sin",
+        "logical_not", "invert", "dropout")},
+    "bypass": nl06.bypass, "prelu": nl06.prelu, "average": nl06.average,
+}
+"""The math names of the old nl (legacy/language.py adds them to its namespace)."""
+PUBLIC["bitwise_not"] = PUBLIC["invert"]
+calls.checked_calls(PUBLIC, "nl")

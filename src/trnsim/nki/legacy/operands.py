@@ -1,0 +1,94 @@
+"""How an old-API call turns its arguments into the views the 0.6 instructions take.
+
+Every compute call of the old API has an iteration space (its output shape) and an optional
+`mask=`. `Call` works out the space from the operands, cuts the mask's rectangle out of every
+operand and of the destination, and allocates the result tile the old compiler would have.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from trnsim.core.isa import Memory
+from trnsim.errors import ArgumentError, ShapeError
+from trnsim.nki import backend, dtypes
+from trnsim.nki.legacy.index import mask_box, par_dim, partition_axis
+from trnsim.nki.legacy.tile import Indexed, Tile
+from trnsim.nki.tensor import NkiTensor
+
+
+def is_tile(value) -> bool:
+    return isinstance(value, Tile | Indexed | NkiTensor)
+
+
+def shape_of(value) -> tuple[int, ...]:
+    return tuple(value.shape) if is_tile(value) else ()
+
+
+class Call:
+    """One call's iteration space: `shape`, the mask's `box` (None: everything runs) and `empty`
+    (the mask keeps no iteration, so nothing is issued)."""
+
+    def __init__(self, operands, mask, shape=None):
+        shapes = [shape_of(x) for x in operands if is_tile(x)]
+        if shape is None:
+            try:
+                shape = tuple(np.broadcast_shapes(*shapes)) if shapes else ()
+            except ValueError:
+                raise ShapeError(f"operand shapes {[list(s) for s in shapes]} do not broadcast") from None
+        self.shape = tuple(shape)
+        self.box = mask_box(mask, self.shape)
+        self.empty = self.box is not None and any(b.start == b.stop for b in self.box)
+
+    def view(self, value, broadcast: bool = True):
+        """An operand as a view over this call's iterations (numbers pass through)."""
+        if isinstance(value, Indexed):
+            return value.resolve(self.box)
+        if isinstance(value, Tile):
+            value = value.base
+        if not isinstance(value, NkiTensor):
+            return value
+        if broadcast and value.shape != self.shape and len(value.shape) == len(self.shape):
+            value = value.broadcast_to(self.shape)
+        if self.box is None:
+            return value
+        return value[tuple(b if n > 1 else slice(None) for b, n in zip(self.box, value.shape, strict=True))]
+
+    def column(self, value):
+        """A [P, 1] operand kept as a column (a per-partition scalar), cut to the box's rows."""
+        return self.view(value, broadcast=False)
+
+    def output(self, dtype, buffer=None, shape=None) -> tuple[Tile, NkiTensor]:
+        """A new result tile and the part of it this call writes."""
+        tile = new_tile(self.shape if shape is None else shape, dtype, buffer)
+        return tile, self.view(tile, broadcast=False)
+
+
+def new_tile(shape, dtype, buffer=None, name: str = "") -> Tile:
+    """`nl.ndarray`: block dims before `nl.par_dim` are laid out after the partition dim, as
+    the old compiler allocated them, and shown in the order the kernel wrote."""
+    shape = tuple(shape) if isinstance(shape, tuple | list) else (shape,)
+    if not all(isinstance(size, int | np.integer) for size in shape):
+        raise ArgumentError(f"shape {shape!r}: every dim must be an integer")
+    buffer = dtypes.SBUF if buffer is None else buffer
+    axis = partition_axis(shape) if dtypes.region(buffer).memory is not Memory.HBM else 0
+    physical = (shape[axis], *shape[:axis], *shape[axis + 1:])
+    made = backend.new_tensor(tuple(int(s) for s in physical), dtypes.dtype(dtype), buffer, name)
+    if axis:
+        made = made.permute((*range(1, axis + 1), 0, *range(axis + 1, len(shape))))
+    return Tile(made, blocks=axis)
+
+
+def result_dtype(dtype, *operands) -> str:
+    """The dtype a call returns: `dtype=` if given, else the operands' common dtype."""
+    if dtype is not None:
+        return dtypes.dtype(dtype).name
+    kinds = [dtypes.dtype(x.dtype) for x in operands if is_tile(x)]
+    if not kinds:
+        return "float32"
+    if all(k == kinds[0] for k in kinds):
+        return kinds[0].name
+    return dtypes.dtype(np.result_type(*(k.numpy for k in kinds))).name
+
+
+__all__ = ["Call", "new_tile", "par_dim", "result_dtype", "is_tile"]

@@ -1,0 +1,228 @@
+"""`Tile`: an old-API tensor (kernel argument, `nl.ndarray` or a tile a call returned).
+
+A Tile wraps the 0.6 front end's `NkiTensor` view; every instruction is issued on that view, so
+values, checks and trace are the 0.6 ones. What the old API adds lives here: indexing with index
+expressions (`Indexed`, resolved once the mask is known), block dims before `nl.par_dim`,
+operators (`a + b`, `psum += matmul`) and matmul results that accumulate into the PSUM tile
+they are added to (`Tile.pending`).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from trnsim.core.isa import Memory
+from trnsim.errors import HazardError, ShapeError, UnsupportedError
+from trnsim.nki.legacy.index import IndexExpr, key_arrays
+from trnsim.nki.tensor import NkiTensor
+
+
+class Tile:
+    """An HBM tensor or on-chip tile of the old API. `blocks` counts the dims before the
+    partition dim (`nl.ndarray((4, nl.par_dim(128), 512))` has one)."""
+
+    __slots__ = ("_base", "pending", "blocks")
+    __array_priority__ = 100
+
+    def __init__(self, base: NkiTensor | None, blocks: int = 0, pending=None):
+        self._base, self.blocks, self.pending = base, blocks, pending
+
+    @property
+    def base(self) -> NkiTensor:
+        """The view the instructions use (a pending matmul is computed into its own tile first)."""
+        if self.pending is not None:
+            self._base, self.pending = self.pending.materialize(), None
+        return self._base
+
+    shape = property(lambda self: (self.pending or self._base).shape)
+    dtype = property(lambda self: (self.pending or self._base).dtype)
+    buffer = property(lambda self: self.base.buffer)
+    name = property(lambda self: self.base.name)
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: self.base.size)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"Tile({self._base!r})"
+
+    def __getattr__(self, name: str):
+        """View methods of NkiTensor (view, reshape, ...), returning Tiles."""
+        method = getattr(self.base, name)
+        if not callable(method):
+            return method
+        return lambda *args, **kwargs: wrap(method(*args, **kwargs))
+
+    # --- indexing ---------------------------------------------------------------------------
+    def __getitem__(self, key):
+        keys = key if isinstance(key, tuple) else (key,)
+        if any(isinstance(k, IndexExpr | Tile | Indexed) for k in keys):
+            return Indexed(self, keys)
+        base, keys = self._drop_blocks(keys)
+        return Tile(base[keys] if keys else base)
+
+    def _drop_blocks(self, keys: tuple) -> tuple[NkiTensor, tuple]:
+        """Integer keys on block dims select a block (the dim goes, as on HBM)."""
+        base, blocks = self.base, self.blocks
+        while blocks and keys and isinstance(keys[0], numbers.Integral):
+            if not 0 <= keys[0] < base.shape[0]:
+                raise HazardError(f"block index {keys[0]} is out of bounds for {base.name!r} "
+                                  f"({base.shape[0]} blocks)")
+            base, keys, blocks = base.select(0, int(keys[0])), keys[1:], blocks - 1
+        if blocks and keys:
+            raise UnsupportedError("a slice over block dims (before nl.par_dim) is not emulated",
+                                   what="block-dim slice", hint="index block dims with integers")
+        return base, keys
+
+    def __setitem__(self, key, value) -> None:
+        from trnsim.nki.legacy import language
+        language.assign(self[key], value)
+
+    # --- operators ----------------------------------------------------------------------------
+    def _op(name: str, reverse: bool = False):  # noqa: N805 - a factory used in the class body
+        def method(self, other):
+            from trnsim.nki.legacy import language
+            function = getattr(language, name)
+            return function(other, self) if reverse else function(self, other)
+        return method
+
+    __add__, __radd__ = _op("add"), _op("add", True)
+    __sub__, __rsub__ = _op("subtract"), _op("subtract", True)
+    __mul__, __rmul__ = _op("multiply"), _op("multiply", True)
+    __truediv__, __rtruediv__ = _op("divide"), _op("divide", True)
+    __pow__ = _op("power")
+    __lt__, __le__ = _op("less"), _op("less_equal")
+    __gt__, __ge__ = _op("greater"), _op("greater_equal")
+    __and__, __or__, __xor__ = _op("bitwise_and"), _op("bitwise_or"), _op("bitwise_xor")
+
+    def __neg__(self):
+        from trnsim.nki.legacy import language
+        return language.negative(self)
+
+    def _in_place(name: str):  # noqa: N805
+        def method(self, other):
+            from trnsim.nki.legacy import language
+            language.update(self, name, other)
+            return self
+        return method
+
+    __iadd__, __isub__ = _in_place("add"), _in_place("subtract")
+    __imul__, __itruediv__ = _in_place("multiply"), _in_place("divide")
+    del _op, _in_place
+
+
+class Indexed:
+    """`tile[i_p, i_f]` with index expressions: becomes a view once the call's mask is known."""
+
+    __slots__ = ("tile", "keys")
+
+    def __init__(self, tile: Tile, keys: tuple):
+        self.tile, self.keys = tile, keys
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        base, keys = self.tile._drop_blocks(self.keys)
+        return tuple(np.broadcast_shapes(*(a.shape for a in key_arrays(keys, base.shape))))
+
+    dtype = property(lambda self: self.tile.dtype)
+    buffer = property(lambda self: self.tile.buffer)
+
+    def resolve(self, box: tuple[slice, ...] | None = None) -> NkiTensor | None:
+        """The view of the iterations in `box` (all without one); None when the box is empty."""
+        base, keys = self.tile._drop_blocks(self.keys)
+        if keys and isinstance(keys[0], Tile | Indexed):
+            return _indirect_rows(base, keys, box)
+        return affine_view(base, key_arrays(keys, base.shape), box)
+
+    def __getattr__(self, name: str):
+        return getattr(Tile(self.resolve()), name)
+
+    def __setitem__(self, key, value):
+        raise ShapeError("an indexed tile cannot be indexed again", hint="index the tile once")
+
+
+def _indirect_rows(base: NkiTensor, keys: tuple, box) -> NkiTensor:
+    """`hbm[idx_tile, i_f]`: row p of the access is row idx_tile[p] of dim 0 (a DMA gather or
+    scatter, bounds checked when it runs)."""
+    index = keys[0].resolve() if isinstance(keys[0], Indexed) else keys[0].base
+    if any(isinstance(k, Tile | Indexed) for k in keys[1:]) or base.storage.memory is not Memory.HBM:
+        raise UnsupportedError("indirect indexing other than an HBM tensor's first dim by a [P, 1] index "
+                               "tile is not emulated", what="indirect index")
+    rows = np.zeros((index.shape[0], 1), np.int64)
+    if box is not None:
+        index = index[box[0]]
+        rows = rows[box[0]]
+    direct = affine_view(base, key_arrays((IndexExpr(rows), *keys[1:]), base.shape),
+                         None if box is None else (slice(None), *box[1:]))
+    pattern = [[s, n] for s, n in zip(direct.strides, direct.shape, strict=True)]
+    return base.ap(pattern, direct.offset - base.offset, vector_offset=index, indirect_dim=0)
+
+
+def affine_view(base: NkiTensor, arrays: list[np.ndarray], box) -> NkiTensor | None:
+    """The strided view of `base` that the per-dim index arrays describe, in the `box` of iterations."""
+    shape = tuple(np.broadcast_shapes(*(a.shape for a in arrays)))
+    rank = len(shape)
+    arrays = [np.reshape(a, (1,) * (rank - np.ndim(a)) + np.shape(a)) for a in arrays]
+    if box is not None:
+        if len(box) != rank:
+            raise ShapeError(f"mask over {len(box)} axes for an access of {rank} axes {list(shape)}")
+        arrays = [a[tuple(b if n > 1 else slice(None) for b, n in zip(box, a.shape, strict=True))]
+                  for a in arrays]
+        shape = tuple(len(range(*b.indices(n))) for b, n in zip(box, shape, strict=True))
+        if 0 in shape:
+            return None
+    offset, strides = 0, [0] * rank
+    for dim, (values, size, stride) in enumerate(zip(arrays, base.shape, base.strides, strict=False)):
+        _check_bounds(base, dim, values, size)
+        steps = affine_steps(values, f"the index of dim {dim} of {base.name!r}")
+        offset += stride * int(values.flat[0])
+        strides = [total + stride * step for total, step in zip(strides, steps, strict=True)]
+    return base.ap([[s, n] for s, n in zip(strides, shape, strict=True)], offset)
+
+
+def _check_bounds(base: NkiTensor, dim: int, values: np.ndarray, size: int) -> None:
+    low, high = int(values.min()), int(values.max())
+    if low < 0 or high >= size:
+        raise HazardError(f"index {low if low < 0 else high} is out of bounds for dim {dim} of "
+                          f"{base.name!r} (size {size})", hint="keep indices inside the tensor, or mask them")
+
+
+def affine_steps(values: np.ndarray, what: str) -> list[int]:
+    """The step per iteration axis of an index array; refused unless it is affine."""
+    first = values.flat[0]
+    steps = [int(values[tuple(1 if a == axis else 0 for a in range(values.ndim))] - first)
+             if values.shape[axis] > 1 else 0 for axis in range(values.ndim)]
+    expected = first + sum(step * np.arange(n).reshape([-1 if a == axis else 1 for a in range(values.ndim)])
+                           for axis, (step, n) in enumerate(zip(steps, values.shape, strict=True)))
+    if not np.array_equal(values, np.broadcast_to(expected, values.shape)):
+        raise UnsupportedError(f"{what} is not affine in the iteration "
+                               f"(e.g. uses // or %); no access pattern describes it",
+                               what="non-affine index")
+    return steps
+
+
+def wrap(value):
+    """NkiTensors (and tuples of them) as Tiles; anything else unchanged."""
+    if isinstance(value, NkiTensor):
+        return Tile(value)
+    if isinstance(value, tuple):
+        return tuple(wrap(v) for v in value)
+    return value
+
+
+def unwrap(value):
+    """Tiles (in tuples, lists, dicts) as the NkiTensors under them: a kernel's results."""
+    if isinstance(value, Tile):
+        return value.base
+    if isinstance(value, tuple | list):
+        return type(value)(unwrap(v) for v in value)
+    if isinstance(value, dict):
+        return {k: unwrap(v) for k, v in value.items()}
+    return value
+
+
+def on_chip(tile) -> bool:
+    return tile.base.storage.memory is not Memory.HBM
