@@ -210,7 +210,8 @@ def attention(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int, kv
               lnc: int = 1) -> OpCost:
     """Attention forward, softmax(Q K^T) V, as one launch of the fused flash-attention kernel
     (cost/kernels.py: attention) over batch x heads query groups. Queries are the last `q_len`
-    of `kv_len` positions; a causal mask skips the key blocks after them."""
+    of `kv_len` positions; a causal mask skips the key blocks after them. A head dim over the
+    partitions is costed as its unfused parts."""
     core_spec(target)
     kv_heads = heads if kv_heads is None else kv_heads
     _checked("attention", dtype, tier, batch=batch, heads=heads, q_len=q_len, kv_len=kv_len,
@@ -218,14 +219,25 @@ def attention(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int, kv
     if heads % kv_heads:
         raise ShapeError(f"cost.attention: heads ({heads}) must be a multiple of kv_heads ({kv_heads})",
                          op="attention")
-    if head_dim > core_spec(target).partitions:
-        raise ShapeError(f"cost.attention: head_dim {head_dim} is over the {core_spec(target).partitions} "
-                         "partitions the fused kernel contracts over", op="attention")
-    timed = _time(_attention_op(dtype, head_dim, causal), (batch * heads, q_len, kv_len), target, tier, lnc)
     kept = 1.0 - (q_len - 1) / (2.0 * kv_len) if causal else 1.0  # fraction of (query, key) pairs
     flops = 4.0 * batch * heads * q_len * kv_len * head_dim * kept
     traffic = batch * (2 * heads * q_len * head_dim + 2 * kv_heads * kv_len * head_dim) * DTYPE_BYTES[dtype]
-    return _result("attention", [(timed, 1)], flops, traffic, dtype, target, tier)
+    if head_dim <= core_spec(target).partitions:
+        parts = [(_time(_attention_op(dtype, head_dim, causal), (batch * heads, q_len, kv_len), target, tier,
+                        lnc), 1)]
+    else:
+        parts = _unfused_attention(batch * heads, q_len, kv_len, head_dim, kept, dtype, target, tier, lnc)
+    return _result("attention", parts, flops, traffic, dtype, target, tier)
+
+
+def _unfused_attention(groups, q_len, kv_len, head_dim, kept, dtype, target, tier, lnc):
+    """A head dim over the partitions the fused kernel contracts over: per group, the scores
+    matmul, the row softmax and the values matmul, the kept fraction of each."""
+    tiles = _matmul_tiles(target)
+    scores = _time(_matmul_op(dtype, tiles), (q_len, head_dim, kv_len), target, tier, lnc)
+    rows = _time(_rows_op(dtype, True), (q_len, kv_len), target, tier, lnc)
+    values = _time(_matmul_op(dtype, tiles), (q_len, kv_len, head_dim), target, tier, lnc)
+    return [(part, groups * kept) for part in (scores, rows, values)]
 
 
 FAMILIES = {"matmul": matmul, "attention": attention, "elementwise": elementwise, "norm": norm,

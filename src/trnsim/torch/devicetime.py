@@ -1,12 +1,12 @@
-"""Device time of one aten op on a NeuronCore: the op is mapped to launches of the built-in NKI
-kernels (`trnsim.cost.kernels`) at its shapes, each launch is traced without values and timed by
-`trnsim.timing.schedule` on the target. Nothing here knows a clock or a bandwidth.
+"""Device time of one aten op on a NeuronCore: the op is mapped to calls of the op-cost library
+(`trnsim.cost`: matmul, fused attention, elementwise, norm, reduction, copy) at its shapes, the
+same costs the planner uses. Nothing here knows a clock or a bandwidth.
 
     op_time_s("aten.mm.default", (((256, 512), "float32"), ((512, 1024), "float32")),
               (((256, 1024), "float32"),), target="trn2")
 
 A signature lists the tensor arguments as (shape, dtype name); a list argument (cat, _foreach_*)
-is a tuple of those. Times are cached per (kernel, shapes, target, lnc).
+is a tuple of those. Times are cached per (op, signature, target, lnc).
 """
 
 from __future__ import annotations
@@ -15,66 +15,62 @@ import functools
 import math
 from dataclasses import dataclass
 
+from trnsim import cost
 from trnsim.core.runtime import current as current_runtime
-from trnsim.cost import kernels
-from trnsim.nki import trace
-from trnsim.nki.jit import TensorSpec
-from trnsim.timing import schedule
 from trnsim.torch.ops import FAMILIES
 
 # torch dtypes as the device stores them (no 64-bit types on the engines).
 DEVICE_DTYPE = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16",
                 "float64": "float32", "int64": "int32", "int32": "int32", "int16": "int16", "int8": "int8",
                 "uint8": "uint8", "bool": "uint8"}
-_TILE_ELEMENTS = (128, kernels.STREAM_FREE)
+ATTENTION_BACKWARD_FACTOR = 2.5
+"""Flash-attention backward over forward: five matmuls (S recomputed, dV, dP, dQ, dK) to the
+forward's two (Dao, FlashAttention-2, 2023, section 3.1.2), charged as 2.5 fused forwards."""
 
 
 @dataclass(frozen=True)
 class Launch:
-    """One launch of a built-in kernel: its name, the argument specs and constants, and a count."""
+    """One call of the op-cost library standing for (part of) an aten op: the family (a key of
+    `cost.FAMILIES`), its sizes, dtype and keyword options, and how many times it runs."""
 
-    kernel: str
-    args: tuple
-    count: int = 1
-
-
-def _spec(shape, dtype: str) -> TensorSpec:
-    """An empty dim (a [0, 4] operand) counts as 1: the launch still costs its overhead, and a kernel
-    refuses empty shapes."""
-    return TensorSpec(tuple(max(1, int(n)) for n in shape), DEVICE_DTYPE.get(dtype, "float32"))
+    family: str
+    sizes: tuple
+    dtype: str
+    count: float = 1
+    options: tuple = ()
 
 
-def _tiles(elements: int, dtype: str) -> TensorSpec:
-    """`elements` laid out as [tiles, P, F] streaming tiles (a small tensor is one partial tile)."""
-    partitions, free = _TILE_ELEMENTS
-    if elements >= partitions * free:
-        return _spec((math.ceil(elements / (partitions * free)), partitions, free), dtype)
-    rows = max(1, min(partitions, elements))
-    return _spec((1, rows, max(1, math.ceil(elements / rows))), dtype)
+def _dtype(name: str) -> str:
+    return DEVICE_DTYPE.get(name, "float32")
 
 
 def _numel(shape) -> int:
     return math.prod(shape) if shape else 1
 
 
+def _sizes(*values) -> tuple:
+    """An empty dim (a [0, 4] operand) counts as 1: the launch still costs its overhead."""
+    return tuple(max(1, int(v)) for v in values)
+
+
 def _matmul(m: int, k: int, n: int, dtype: str, count: int = 1) -> Launch:
-    return Launch("matmul", (_spec((k, m), dtype), _spec((k, n), dtype)), count)
+    return Launch("matmul", _sizes(m, k, n), _dtype(dtype), count)
 
 
 def _stream(op: str, sizes: list[int], dtype: str) -> Launch:
     largest = max(sizes)
-    operands = [n for n in sizes if n == largest] or [largest]
-    return Launch("stream", (op, *(_tiles(largest, dtype) for _ in operands)))
+    inputs = max(1, sum(1 for n in sizes if n == largest))
+    engine = "scalar" if op == "activation" else "vector"
+    return Launch("elementwise", _sizes(largest, inputs), _dtype(dtype), options=(("engine", engine),))
 
 
 def _rows(shape, dtype: str, write_rows: bool) -> Launch:
-    cols = shape[-1] if shape else 1
-    cols = max(cols, 1)
-    return Launch("rows", (_spec((max(1, _numel(shape) // cols), cols), dtype), write_rows))
+    cols = max(shape[-1] if shape else 1, 1)
+    return Launch("norm" if write_rows else "reduction", _sizes(_numel(shape) // cols, cols), _dtype(dtype))
 
 
 def _copy(elements: int, dtype: str) -> Launch:
-    return Launch("copy", (_tiles(elements, dtype),))
+    return Launch("copy", _sizes(elements), _dtype(dtype))
 
 
 def is_spec(entry) -> bool:
@@ -122,17 +118,17 @@ def _conv_launches(name: str, inputs, outputs) -> list[Launch]:
 
 
 def _attention_launches(name: str, inputs, outputs) -> list[Launch]:
+    """One fused flash-attention launch (the backward as 2.5 of them). Shapes alone do not say
+    whether a mask was causal, so every query sees every key."""
     if name == "_fused_sdp_choice":
         return []
     offset = 1 if name.endswith("backward") else 0
     (q_shape, dtype), (k_shape, _) = inputs[offset], inputs[offset + 1]
     heads, length, depth, keys = _numel(q_shape[:-2]), q_shape[-2], q_shape[-1], k_shape[-2]
-    scores = _matmul(length, depth, keys, dtype, heads)
-    values = _matmul(length, keys, depth, dtype, heads)
-    softmax = _rows((heads * length, keys), dtype, True)
-    if offset:  # recompute scores, then dV, dP, dQ, dK
-        return [scores, values, scores, values, values, softmax]
-    return [scores, values, softmax]
+    count = ATTENTION_BACKWARD_FACTOR if offset else 1
+    kv_heads = _numel(k_shape[:-2])
+    options = (("causal", False),) + ((("kv_heads", kv_heads),) if kv_heads and heads % kv_heads == 0 else ())
+    return [Launch("attention", _sizes(1, heads, length, keys, depth), _dtype(dtype), count, options)]
 
 
 def _rowwise_launches(name: str, inputs, outputs) -> list[Launch]:
@@ -207,12 +203,11 @@ def is_free(op: str) -> bool:
     return FAMILIES.get(name) == "view" or name == "_fused_sdp_choice"
 
 
-@functools.lru_cache(maxsize=4096)
 def launch_time_s(launch: Launch, target: str, lnc: int) -> float:
-    """Seconds of one launch: its kernel traced without values and scheduled on `target`."""
-    kernel = getattr(kernels, launch.kernel)
-    recorded = trace(kernel[lnc] if lnc > 1 else kernel, *launch.args, target=target)
-    return schedule.latency_s(recorded, target) * launch.count
+    """Seconds of one launch: the op-cost library's fast tier, times the launch's count."""
+    found = cost.op(launch.family, *launch.sizes, dtype=launch.dtype, target=target, lnc=lnc,
+                    **dict(launch.options))
+    return found.seconds * launch.count
 
 
 @functools.lru_cache(maxsize=65536)
@@ -221,5 +216,4 @@ def op_time_s(op: str, inputs: tuple, outputs: tuple, target: str = "trn2", lnc:
     return sum(launch_time_s(launch, target, lnc) for launch in launches(op, inputs, outputs))
 
 
-current_runtime().on_reset(launch_time_s.cache_clear)  # the caches are the runtime's: reset empties them
-current_runtime().on_reset(op_time_s.cache_clear)
+current_runtime().on_reset(op_time_s.cache_clear)  # the cache is the runtime's: reset empties it

@@ -182,11 +182,11 @@ class Profile:
             if not launches and (op in fallen or not devicetime.is_free(op)):
                 untimed[op] += count
                 continue
-            times = [(launch.kernel, devicetime.launch_time_s(launch, target, lnc)) for launch in launches]
+            times = [(launch.family, devicetime.launch_time_s(launch, target, lnc)) for launch in launches]
             entry = per_op[op]
             entry[0] += count
             entry[1] += count * sum(t for _, t in times)
-            entry[2] += count * sum(t for kernel, t in times if kernel == "matmul")
+            entry[2] += count * sum(t for family, t in times if family == "matmul")
         for name, trace in self.kernel_traces:
             seconds = schedule.latency_s(trace, target)
             matmul = seconds if any(ins.opcode in MATMUL for ins in trace) else 0.0
