@@ -27,9 +27,12 @@ from trnsim.timing import schedule
 from trnsim.timing.costs import core_spec
 
 CLIP_TILES = 512
-"""Tiles in the grid the fast tier traces in full: grids up to this many tiles are timed exactly.
-At 512 the fast tier agrees with the exact one within 5% on tests/cost's grid (~1k instructions,
-~80 ms to trace once per distinct clipped grid, then cached)."""
+"""Tiles in the grid the fast tier traces (axes that may not be clipped count in full): enough for
+the pipeline to reach its steady state, so that the fast tier agrees with the exact one within 5%
+on tests/cost's grid; few enough to trace in ~0.1-0.2 s once per distinct clipped grid."""
+STREAM_CLIP_TILES = 64
+"""The same for one-axis grids (elementwise passes, copies): their steady state comes sooner. A
+power of two, as is its half, like the DMA queue count: both grids end on the same queue pattern."""
 
 
 @dataclass(frozen=True)
@@ -98,16 +101,23 @@ def _dims_at(counts, tiling, tiles) -> tuple[int, ...]:
     return tuple((c - 1) * t + last for c, t, (_n, last) in zip(counts, tiles, tiling, strict=True))
 
 
-def _clipped_counts(op: Blocked, counts: list[int], limit: int) -> list[int]:
-    """Halve the longest clippable dimension until the grid has at most `limit` tiles (or every
-    clippable dimension is down to one tile)."""
+def _clipped_counts(op: Blocked, counts: list[int]) -> list[int]:
+    """The grid the fast tier traces: the longest clippable axis halved until the grid has at
+    most CLIP_TILES tiles, keeping its proportions; a one-axis grid cut to STREAM_CLIP_TILES."""
+    if len(counts) == 1 and op.clippable(0):
+        return [min(counts[0], STREAM_CLIP_TILES)]
+    axes = [axis for axis in range(len(counts)) if op.clippable(axis)]
     clipped = list(counts)
-    while math.prod(clipped) > limit:
-        longest = max((n, axis) for axis, n in enumerate(clipped) if op.clippable(axis))
-        if longest[0] == 1:
-            break
-        clipped[longest[1]] = longest[0] // 2
+    while math.prod(clipped) > CLIP_TILES and any(clipped[axis] > 1 for axis in axes):
+        longest = max(axes, key=lambda axis: clipped[axis])
+        clipped[longest] //= 2
     return clipped
+
+
+def _halved(op: Blocked, counts: list[int]) -> list[int]:
+    """`counts` with its longest clippable axis halved: the second grid, for the slope."""
+    longest = max((axis for axis in range(len(counts)) if op.clippable(axis)), key=lambda axis: counts[axis])
+    return [n // 2 if axis == longest else n for axis, n in enumerate(counts)]
 
 
 def _busy_at(op: Blocked, counts: list[int], tiling, target: str, lnc: int) -> dict[str, float]:
@@ -134,10 +144,10 @@ def fast(op: Blocked, dims: tuple[int, ...], target: str, lnc: int = 1) -> Timed
     core_spec(target)  # an unknown or untimed target fails here, with the catalog's error
     tiling = _tiling(dims, op.tiles)
     counts = [n for n, _last in tiling]
-    large = _clipped_counts(op, counts, CLIP_TILES)
-    small = _clipped_counts(op, large, math.prod(large) // 2)
-    if large == counts or small == large:  # small enough, or nothing may be clipped
+    large = _clipped_counts(op, counts)
+    if large == counts:  # small enough to trace, or nothing may be clipped
         return exact(op, dims, target, lnc)
+    small = _halved(op, large)
     busy = _busy_at(op, counts, tiling, target, lnc)
     bound = max(busy, key=busy.get)
     (large_s, large_busy), (small_s, small_busy) = (

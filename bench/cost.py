@@ -1,0 +1,110 @@
+"""Op-cost library speed and agreement: the fast tier on LLM-sized ops, and fast vs exact where
+both run. Prints one JSON object.
+
+    python bench/cost.py [--target trn2] [--skip-exact]
+
+* `matmul_8192x8192x28672_s`: one bf16 matmul, first call (traces its clipped tile grids) and
+  again (cached). Goal: under 50 ms.
+* `llama3_8b_step_s`: every op of a forward+backward step of a Llama-3-8B-shaped model (32 layers,
+  d 4096, 32 heads / 8 KV heads, FFN 14336, vocabulary 128256, seq 4096, batch 1) plus the AdamW
+  step, costed from a cold cache. Goal: under 5 s. The step's predicted device time is reported
+  beside it (one NeuronCore; no parallelism).
+* `fast_vs_exact`: relative error of the fast tier against the exact one on shapes whose grids
+  the fast tier extrapolates. Goal: every one within 5%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from trnsim import cost
+from trnsim.core.runtime import current as current_runtime
+
+LLAMA = {"layers": 32, "dim": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128, "ffn": 14336,
+         "vocab": 128256, "seq": 4096, "batch": 1, "params": 8_030_000_000}
+"""Llama-3-8B's shape (Meta's model card) at the sequence length the issue names."""
+
+AGREEMENT = [("matmul", (2000, 3000, 1000)), ("matmul", (8192, 256, 4096)), ("matmul", (4096, 1024, 4096)),
+             ("elementwise", (600 * 65536, 2)), ("norm", (8192, 8192)), ("softmax", (20000, 3000)),
+             ("optimizer_step", (600 * 65536,)), ("attention", (1, 4, 4096, 4096, 128))]
+
+
+def _linear(tokens: int, fan_in: int, fan_out: int, target: str) -> list:
+    """A linear layer's forward matmul and its two backward matmuls (input and weight grads)."""
+    shapes = [(tokens, fan_in, fan_out), (tokens, fan_out, fan_in), (fan_in, tokens, fan_out)]
+    return [cost.matmul(*shape, target=target) for shape in shapes]
+
+
+def llama_layer(target: str) -> list:
+    """Forward + backward op costs of one decoder layer (backward of elementwise ops and norms as
+    one more pass each; attention's backward as 2.5 fused forwards, counted by `step_costs`)."""
+    m = LLAMA
+    tokens = m["batch"] * m["seq"]
+    qkv = m["dim"] + 2 * m["kv_heads"] * m["head_dim"]
+    ops = _linear(tokens, m["dim"], qkv, target) + _linear(tokens, m["dim"], m["dim"], target)
+    ops += _linear(tokens, m["dim"], 2 * m["ffn"], target) + _linear(tokens, m["ffn"], m["dim"], target)
+    for _pass in range(2):  # forward, then backward
+        ops += [cost.norm(tokens, m["dim"], target=target)] * 2
+        ops += [cost.elementwise(tokens * qkv, 2, target=target),                  # rotary embedding
+                cost.elementwise(tokens * m["ffn"], 2, target=target, engine="scalar"),  # SiLU gate
+                cost.elementwise(tokens * m["dim"], 2, target=target)]                # residual add
+    return ops
+
+
+def step_costs(target: str) -> tuple[float, int]:
+    """(predicted seconds of one training step on one core, number of op costs asked)."""
+    m = LLAMA
+    tokens = m["batch"] * m["seq"]
+    layer = llama_layer(target)
+    attention = cost.attention(m["batch"], m["heads"], m["seq"], m["seq"], m["head_dim"],
+                               kv_heads=m["kv_heads"], causal=True, target=target)
+    per_layer = sum(c.seconds for c in layer) + 3.5 * attention.seconds  # forward + 2.5 backward
+    head = _linear(tokens, m["dim"], m["vocab"], target) + [
+        cost.softmax(tokens, m["vocab"], target=target), cost.embedding(tokens, m["dim"], target=target),
+        cost.optimizer_step(m["params"], target=target)]
+    return m["layers"] * per_layer + sum(c.seconds for c in head), len(layer) + 1 + len(head)
+
+
+def _seconds(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def agreement(target: str) -> dict[str, float]:
+    errors = {}
+    for family, args in AGREEMENT:
+        fast = cost.op(family, *args, target=target).seconds
+        exact = cost.op(family, *args, target=target, tier="exact").seconds
+        errors[f"{family}{list(args)}"] = round(fast / exact - 1, 4)
+    return errors
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default="trn2")
+    parser.add_argument("--skip-exact", action="store_true", help="skip the fast-vs-exact agreement")
+    args = parser.parse_args()
+    current_runtime().reset()
+    cold = _seconds(lambda: cost.matmul(8192, 8192, 28672, target=args.target))
+    warm = _seconds(lambda: cost.matmul(8192, 8192, 28672, target=args.target))
+    current_runtime().reset()
+    started = time.perf_counter()
+    step_s, asked = step_costs(args.target)
+    result = {
+        "target": args.target,
+        "matmul_8192x8192x28672_s": {"first_call": round(cold, 4), "cached": round(warm, 6), "goal": 0.05},
+        "llama3_8b_step_s": {"cost_all_ops": round(time.perf_counter() - started, 3), "goal": 5.0,
+                             "distinct_calls": asked, "predicted_step_s": round(step_s, 3)},
+    }
+    if not args.skip_exact:
+        errors = agreement(args.target)
+        result["fast_vs_exact"] = {"errors": errors, "max_abs": max(abs(e) for e in errors.values()),
+                                   "goal": 0.05}
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
