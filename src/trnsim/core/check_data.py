@@ -99,3 +99,30 @@ def _register_tile(ins: Instruction, core) -> None:
         _fail(ShapeError, ins, f"{region.name!r} {list(shape_of(region))} has {region.elements} elements; "
               f"a register moves one value", hint="index one element, e.g. t[0:1, 0:1]")
 
+
+
+@CHECK.register(Opcode.COLLECTIVE)
+def _collective(ins: Instruction, core) -> None:
+    """Each dst against its src (same dtype) for a group of g ranks: all_reduce and permute keep the
+    size; along collective_dim all_gather multiplies it by g, reduce_scatter divides it by g, and
+    all_to_all keeps the shape and splits that dim into g blocks."""
+    kind, ranks, dim = ins.param("collective"), len(ins.param("group")), ins.param("collective_dim") or 0
+    if len(ins.inputs) != len(ins.outputs):
+        _fail(ShapeError, ins, f"{len(ins.inputs)} srcs but {len(ins.outputs)} dsts; they pair up one to one")
+    for src, dst in zip(ins.inputs, ins.outputs, strict=True):
+        if src.dtype != dst.dtype:
+            _fail(DTypeError, ins, f"src {src.name!r} is {src.dtype} but dst {dst.name!r} is {dst.dtype}; "
+                  f"a collective moves elements unchanged")
+        if kind in ("all_reduce", "permute"):
+            _same_size(ins, src, dst)
+            continue
+        shape, expected = list(shape_of(src)), list(shape_of(src))
+        if not 0 <= dim < len(shape):
+            _fail(ShapeError, ins, f"collective_dim={dim} is not a dim of src {src.name!r} {shape}")
+        if kind != "all_gather" and shape[dim] % ranks:
+            _fail(ShapeError, ins, f"dim {dim} of src {src.name!r} {shape} does not split into {ranks} ranks")
+        expected[dim] = {"all_gather": shape[dim] * ranks, "reduce_scatter": shape[dim] // ranks}.get(kind,
+                                                                                                    shape[dim])
+        if list(shape_of(dst)) != expected:
+            _fail(ShapeError, ins, f"{kind} over {ranks} ranks: dst {dst.name!r} is {list(shape_of(dst))}, "
+                  f"src {shape} needs {expected}")

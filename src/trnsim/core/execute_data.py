@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from trnsim.core import alu
 from trnsim.core.execute import EXECUTE, F32, Operands, accumulate_matmul, hazard, to_storage
 from trnsim.core.isa import Opcode
 from trnsim.core.trace import Instruction
@@ -154,3 +155,32 @@ def _matmul(ins: Instruction, io: Operands) -> None:
         _transpose_mode(io)
         return
     accumulate_matmul(io, _contraction_operands(ins, io), ins.param("accumulate"))
+
+
+@EXECUTE.register(Opcode.COLLECTIVE)
+def _collective(ins: Instruction, io: Operands) -> None:
+    """The group's result from what every rank of it sent (`received`: per rank of `group`, in its
+    order, the stored values of each src; for permute only the sender's). Reductions run in fp32 in
+    group order, so every rank and every launch mode computes the same bits."""
+    kind, received = ins.param("collective"), ins.param("received")
+    if kind == "permute":
+        if received:  # no rank sends to this one: dst keeps its values
+            for index, values in enumerate(received[0]):
+                if values.dtype == io.out(index).storage.data.dtype:
+                    io.write_raw(index, values)
+                else:  # permute_implicit_reduce sends fp32 sums: rounded into dst's dtype
+                    io.write(index, values.reshape(io.out(index).shape))
+        return
+    me, ranks = ins.param("group").index(ins.param("rank")), len(received)
+    dim = ins.param("collective_dim") or 0
+    for index in range(len(io.outputs)):
+        shape = io.inputs[index].shape
+        parts = [np.asarray(sent[index]).reshape(shape) for sent in received]
+        if kind == "all_gather":
+            io.write_raw(index, np.concatenate(parts, axis=dim))
+        elif kind == "all_to_all":
+            io.write_raw(index, np.concatenate([np.split(p, ranks, axis=dim)[me] for p in parts], axis=dim))
+        else:
+            blocks = parts if kind == "all_reduce" else [np.split(p, ranks, axis=dim)[me] for p in parts]
+            total = alu.reduce(ins.param("op"), np.stack([b.astype(F32) for b in blocks]), axis=0)
+            io.write(index, total.reshape(io.out(index).shape))

@@ -85,6 +85,7 @@ class Opcode(enum.Enum):
     REGISTER_STORE = "register_store"
     SENDRECV = "sendrecv"
     CORE_BARRIER = "core_barrier"
+    COLLECTIVE = "collective"
 
 
 _ON_CHIP = frozenset({Memory.SBUF, Memory.PSUM})
@@ -193,6 +194,8 @@ _TWO_OPS = {"op0": _ALU, "operand0": _SCALAR, "reverse0": _BOOL, "op1": _ALU_OPT
 _OP0 = Param(Kind.ALU_OR_UNARY)  # tensor_scalar(_reduce): op0 may be unary (CHECK: operand0, generation)
 _RAND2_BOUND = Param(Kind.NUMBER, first_generation=4)  # rand2(dst, min, max) issues RNG with bounds
 _ENGINE_NAMES = tuple(e.value for e in Engine) + ("unknown", "gpsimd_dma")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "permute")
+"""What one COLLECTIVE instruction does (nki.collectives; permute covers the implicit ring ones)."""
 
 SPECS: dict[Opcode, InstructionSpec] = {s.opcode: s for s in (
     _spec(Opcode.DMA_COPY, Engine.DMA, Engine.GPSIMD, inputs=("src", "srcs*"),
@@ -272,6 +275,13 @@ SPECS: dict[Opcode, InstructionSpec] = {s.opcode: s for s in (
     _spec(Opcode.SENDRECV, Engine.DMA, inputs=("src",), reads=_ANY - _PSUM, writes=_ANY - _PSUM,
           first_generation=3, params={"send_to_rank": _INT, "recv_from_rank": _INT, "pipe_id": _INT}),
     _spec(Opcode.CORE_BARRIER, _G, outputs=(), inputs=(), reads=_ANY, writes=_ANY, first_generation=3),
+    # nki.collectives: the CC cores drive DMA rings; `received` holds what the group's ranks sent
+    _spec(Opcode.COLLECTIVE, Engine.DMA, outputs=("dst", "dsts*"), inputs=("src", "srcs*"),
+          reads=_ANY - _PSUM, writes=_ANY - _PSUM,
+          params={"collective": Param(Kind.CHOICE, choices=COLLECTIVES),
+                  "op": Param(Kind.REDUCE, optional=True), "collective_dim": Param(Kind.INT, optional=True),
+                  "priority": Param(Kind.INT, optional=True, low=0, high=3, first_generation=4),
+                  "group": _FRONT_END, "rank": _FRONT_END, "received": _FRONT_END}),
 )}
 
 # Groups by what the instruction does, for rules that treat a family alike.

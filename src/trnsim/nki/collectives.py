@@ -1,33 +1,296 @@
-"""`nki.collectives`: importable so kernels that mention it load; every call raises
-UnsupportedError (trnsim.collectives models collectives at the job level, not inside kernels)."""
+"""`nki.collectives`: collectives between the ranks of a multi-rank launch (`trnsim.system.launch`,
+or `trnsim.system.launch_distributed` under torchrun), with NKI's documented signatures and rules.
+
+Each call checks its arguments as NKI documents them (HBM or SBUF but not both, coalesced lists only
+in HBM, the collective_dim limits, no kernel input or output as a collective operand), hands this
+rank's source values to the launch's world, and issues one COLLECTIVE instruction whose EXECUTE rule
+builds the result from every rank's values (core/execute_data.py). Outside a multi-rank launch a call
+raises UnsupportedError saying how to launch one.
+"""
 
 from __future__ import annotations
 
-from trnsim.errors import UnsupportedError
+import contextvars
+from dataclasses import dataclass
+
+import numpy as np
+
+from trnsim.core import alu
+from trnsim.core.isa import Memory, Opcode
+from trnsim.errors import ArgumentError, UnsupportedError
+from trnsim.nki import backend, calls
+from trnsim.nki.isa import op_name
+from trnsim.nki.registers import VirtualRegister
+from trnsim.nki.tensor import NkiTensor
 
 NAMES = ("all_reduce", "all_gather", "all_gather_v", "reduce_scatter", "all_to_all", "all_to_all_v",
          "collective_permute", "collective_permute_implicit", "collective_permute_implicit_reduce",
          "collective_permute_implicit_current_processing_rank_id", "rank_id", "ReplicaGroup")
 
-
-def _unsupported(name: str):
-    def raise_unsupported(*args, **kwargs):
-        raise UnsupportedError(f"nki.collectives.{name} is not emulated inside kernels",
-                               what=f"nki.collectives.{name}", hint="see docs/nki.md")
-    raise_unsupported.__name__ = name
-    return raise_unsupported
+REDUCE_OPS = ("add", "minimum", "maximum")
+"""The reductions NKI's all_reduce and reduce_scatter take (nl.add, nl.minimum, nl.maximum)."""
 
 
-all_reduce = _unsupported("all_reduce")
-all_gather = _unsupported("all_gather")
-all_gather_v = _unsupported("all_gather_v")
-reduce_scatter = _unsupported("reduce_scatter")
-all_to_all = _unsupported("all_to_all")
-all_to_all_v = _unsupported("all_to_all_v")
-collective_permute = _unsupported("collective_permute")
-collective_permute_implicit = _unsupported("collective_permute_implicit")
-collective_permute_implicit_reduce = _unsupported("collective_permute_implicit_reduce")
-collective_permute_implicit_current_processing_rank_id = _unsupported(
-    "collective_permute_implicit_current_processing_rank_id")
-rank_id = _unsupported("rank_id")
-ReplicaGroup = _unsupported("ReplicaGroup")
+@dataclass(frozen=True)
+class RankBinding:
+    """The rank a kernel runs as: its world (what `gather` meets), number, and machine."""
+
+    world: object
+    rank: int
+    machine: object
+
+
+_BINDING: contextvars.ContextVar[RankBinding | None] = contextvars.ContextVar("trnsim_rank", default=None)
+
+
+def bind(binding: RankBinding) -> contextvars.Token:
+    """Run the kernels of this thread as `binding.rank` (system.launch does this per rank)."""
+    return _BINDING.set(binding)
+
+
+def unbind(token: contextvars.Token) -> None:
+    _BINDING.reset(token)
+
+
+def _binding(call: str) -> RankBinding:
+    binding = _BINDING.get()
+    if binding is None:
+        raise UnsupportedError(f"nki.collectives.{call} needs ranks to talk to; this kernel runs on one",
+                               what=f"nki.collectives.{call}",
+                               hint="launch it on N ranks: trnsim.system.launch(kernel, ranks=N, args=...)")
+    return binding
+
+
+class ReplicaGroup:
+    """Lists of ranks that take part in a collective together; no rank may be in two lists."""
+
+    def __init__(self, groups=None):
+        if not (isinstance(groups, list | tuple) and groups and all(
+                isinstance(g, list | tuple) and g and all(_is_rank(r) for r in g) for g in groups)):
+            raise ArgumentError(f"ReplicaGroup takes a non-empty list of non-empty rank lists, got "
+                                f"{groups!r}", op="nki.collectives.ReplicaGroup")
+        ranks = [int(r) for g in groups for r in g]
+        if len(set(ranks)) != len(ranks):
+            raise ArgumentError(f"ReplicaGroup {groups!r}: the rank lists overlap",
+                                op="nki.collectives.ReplicaGroup", hint="each rank belongs to one list")
+        self.groups = tuple(tuple(int(r) for r in g) for g in groups)
+
+    def group_of(self, rank: int, call: str) -> tuple[int, ...]:
+        for group in self.groups:
+            if rank in group:
+                return group
+        raise ArgumentError(f"rank {rank} is in no list of the replica group {list(map(list, self.groups))}",
+                            op=f"nki.collectives.{call}")
+
+    def __repr__(self) -> str:
+        return f"ReplicaGroup({[list(g) for g in self.groups]})"
+
+
+def _is_rank(value) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 0
+
+
+def all_reduce(srcs, dsts, replica_group, op, priority=None, name=None) -> None:
+    _collective("all_reduce", srcs, dsts, replica_group, op=op, priority=priority, name=name)
+
+
+def all_gather(srcs, dsts, replica_group, collective_dim, priority=None, name=None) -> None:
+    _collective("all_gather", srcs, dsts, replica_group, dim=collective_dim, priority=priority, name=name)
+
+
+def reduce_scatter(srcs, dsts, replica_group, collective_dim, op, priority=None, name=None) -> None:
+    _collective("reduce_scatter", srcs, dsts, replica_group, op=op, dim=collective_dim, priority=priority,
+                name=name)
+
+
+def all_to_all(srcs, dsts, replica_group, collective_dim, priority=None, name=None) -> None:
+    _collective("all_to_all", srcs, dsts, replica_group, dim=collective_dim, priority=priority, name=name)
+
+
+def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=None) -> None:
+    """Each (source, target) pair sends source's tensor to target; a rank no pair targets keeps dst."""
+    binding = _binding("collective_permute")
+    pairs = _pairs(source_target_pairs)
+    senders = [source for source, target in pairs if target == binding.rank]
+    _collective("collective_permute", srcs, dsts, None, priority=priority, name=name,
+                sender=senders[0] if senders else None)
+
+
+def collective_permute_implicit(srcs_by_channel, dsts_by_channel, replica_group, channel_ids=(0,),
+                                priority=None, name=None) -> None:
+    """Each rank sends to its successor in its ring (list of the replica group), per channel."""
+    for srcs, dsts in _channels("collective_permute_implicit", srcs_by_channel, dsts_by_channel,
+                                replica_group, channel_ids):
+        _ring_step("collective_permute_implicit", srcs, dsts, replica_group, priority, name)
+
+
+def collective_permute_implicit_reduce(srcs0_by_channel, srcs1_by_channel, dsts_by_channel, replica_group,
+                                       op, channel_ids=(0,), priority=None, name=None) -> None:
+    """op(srcs0, srcs1) computed here (fp32) goes to the successor; the predecessor's lands in dsts."""
+    call = "collective_permute_implicit_reduce"
+    _check_reduce_op(op, call)
+    channels = _channels(call, srcs0_by_channel, dsts_by_channel, replica_group, channel_ids)
+    if not isinstance(srcs1_by_channel, list | tuple) or len(srcs1_by_channel) != len(channels):
+        raise ArgumentError("srcs1_by_channel must have one list per channel, like srcs0_by_channel",
+                            op=f"nki.collectives.{call}")
+    for (srcs0, dsts), srcs1 in zip(channels, srcs1_by_channel, strict=True):
+        operands = _tensors(srcs1, "srcs1", call)
+        _ring_step(call, srcs0, dsts, replica_group, priority, name, reduce=(op_name(op), operands))
+
+
+def collective_permute_implicit_current_processing_rank_id(iteration_id, replica_group, channel_id=0,
+                                                           name=None) -> VirtualRegister:
+    """A register with the rank whose data this rank holds after `iteration_id` ring steps: its own
+    at 0, then its predecessor's, and so on round the ring."""
+    call = "collective_permute_implicit_current_processing_rank_id"
+    binding = _binding(call)
+    if not _is_rank(iteration_id) or not _is_rank(channel_id):
+        raise ArgumentError(f"iteration_id and channel_id are integers >= 0, got {iteration_id!r}, "
+                            f"{channel_id!r}", op=f"nki.collectives.{call}")
+    ring = _replica_group(replica_group, call).group_of(binding.rank, call)
+    return VirtualRegister(ring[(ring.index(binding.rank) - int(iteration_id)) % len(ring)])
+
+
+def rank_id(name=None) -> VirtualRegister:
+    """A register holding this rank's number."""
+    return VirtualRegister(_binding("rank_id").rank)
+
+
+def all_gather_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known=False, has_rdispls=False,
+                 priority=None, name=None) -> None:
+    raise UnsupportedError("nki.collectives.all_gather_v is not emulated yet (documented limits: LNC=2, "
+                           "4 ranks per rank-list)", what="nki.collectives.all_gather_v",
+                           hint="see docs/collectives.md")
+
+
+def all_to_all_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known=False, has_rdispls=False,
+                 priority=None, name=None) -> None:
+    raise UnsupportedError("nki.collectives.all_to_all_v is not emulated yet",
+                           what="nki.collectives.all_to_all_v", hint="see docs/collectives.md")
+
+
+def _collective(call: str, srcs, dsts, replica_group, *, op=None, dim=None, priority=None, name=None,
+                sender: int | None = None, ring_from: int | None = None, reduce=None) -> None:
+    """Check one collective call, exchange this rank's values, and issue its instruction."""
+    binding = _binding(call)
+    srcs, dsts = _tensors(srcs, "srcs", call), _tensors(dsts, "dsts", call)
+    kind = "permute" if "permute" in call else call
+    _check_placement(call, kind, srcs + dsts, dim)
+    if kind in ("all_reduce", "reduce_scatter"):
+        _check_reduce_op(op, call)
+    if kind == "permute":
+        group = (binding.rank,)
+    else:
+        group = _replica_group(replica_group, call).group_of(binding.rank, call)
+    running = backend.core()
+    received = None
+    if running.with_values:
+        running.flush()  # this rank's earlier instructions have written its sources
+        sent = tuple(np.array(src.array()) for src in srcs)
+        if reduce is not None:  # permute_implicit_reduce: op(srcs0, srcs1) in fp32 is what travels
+            sent = tuple(_reduced(reduce[0], a, b) for a, b in zip(sent, reduce[1], strict=True))
+        everyone = binding.world.gather(binding.rank, sent)
+        source = sender if ring_from is None else ring_from
+        received = ((everyone[source],) if source is not None else ()) if kind == "permute" \
+            else tuple(everyone[r] for r in group)
+    params = {"collective": kind, "op": op_name(op), "collective_dim": dim, "priority": priority,
+              "group": group, "rank": binding.rank, "received": received}
+    running.issue(Opcode.COLLECTIVE, tuple(dsts), tuple(srcs), params, name=name or "")
+
+
+def _reduced(op: str, values: np.ndarray, other: NkiTensor) -> np.ndarray:
+    return alu.reduce(op, np.stack([values.astype(np.float32), other.array().astype(np.float32)]), axis=0)
+
+
+def _ring_step(call, srcs, dsts, replica_group, priority, name, reduce=None) -> None:
+    binding = _binding(call)
+    ring = _replica_group(replica_group, call).group_of(binding.rank, call)
+    predecessor = ring[(ring.index(binding.rank) - 1) % len(ring)]
+    _collective(call, srcs, dsts, None, priority=priority, name=name, ring_from=predecessor, reduce=reduce)
+
+
+def _tensors(values, argument: str, call: str) -> list[NkiTensor]:
+    if isinstance(values, NkiTensor):
+        values = [values]
+    if not (isinstance(values, list | tuple) and values and all(isinstance(v, NkiTensor) for v in values)):
+        raise ArgumentError(f"{argument} must be a non-empty list of tensors, got {calls.describe(values)}",
+                            op=f"nki.collectives.{call}")
+    return list(values)
+
+
+def _replica_group(value, call: str) -> ReplicaGroup:
+    if not isinstance(value, ReplicaGroup):
+        raise ArgumentError(f"replica_group must be a ReplicaGroup, got {calls.describe(value)}",
+                            op=f"nki.collectives.{call}")
+    return value
+
+
+def _check_reduce_op(op, call: str) -> None:
+    if op_name(op) not in REDUCE_OPS:
+        raise ArgumentError(f"op={op!r}; {call} reduces with nl.add, nl.minimum or nl.maximum",
+                            op=f"nki.collectives.{call}")
+
+
+def _check_placement(call: str, kind: str, tensors: list[NkiTensor], dim) -> None:
+    """NKI's placement rules: one memory for all operands, SBUF only for single-tensor all_reduce,
+    all_gather and reduce_scatter, the collective_dim each allows, and no kernel input or output."""
+    where = f"nki.collectives.{call}"
+    memories = {t.storage.memory for t in tensors}
+    if not memories <= {Memory.HBM, Memory.SBUF} or len(memories) > 1:
+        raise ArgumentError(f"operands are in {sorted(m.value for m in memories)}; all must be in HBM or all "
+                            "in SBUF (mixing memory spaces is not supported)", op=where)
+    sbuf = Memory.SBUF in memories
+    if sbuf and (kind in ("all_to_all", "permute") or len(tensors) > 2):
+        raise ArgumentError("SBUF operands take one src and one dst, and not for all_to_all or permutes; "
+                            "coalesced collectives are HBM only", op=where)
+    if kind in ("all_gather", "reduce_scatter", "all_to_all"):
+        allowed = (0, 1) if sbuf and kind == "all_gather" else (0,)
+        if dim not in allowed or (sbuf and kind == "all_gather" and any(len(t.shape) != 2 for t in tensors)):
+            memory = "SBUF (2D tiles)" if sbuf else "HBM"
+            raise ArgumentError(f"collective_dim={dim!r}; {kind} on {memory} takes "
+                                f"{' or '.join(map(str, allowed))}", op=where)
+    launch = backend.core().launch
+    for tensor in tensors:
+        if tensor.storage.memory is Memory.HBM and tensor.storage.id not in launch.created:
+            raise ArgumentError(f"{tensor.name!r} is a kernel input or output; a collective instruction "
+                                "cannot read or write IO tensors", op=where,
+                                hint="copy it into an nl.ndarray(..., buffer=nl.shared_hbm) first")
+
+
+def _pairs(value) -> list[tuple[int, int]]:
+    if not (isinstance(value, list | tuple) and all(
+            isinstance(p, list | tuple) and len(p) == 2 and all(map(_is_rank, p)) for p in value)):
+        raise ArgumentError(f"source_target_pairs must be a list of (source, target) ranks, got {value!r}",
+                            op="nki.collectives.collective_permute")
+    targets = [int(t) for _, t in value]
+    if len(set(targets)) != len(targets):
+        raise ArgumentError(f"source_target_pairs {value!r} send twice to one rank",
+                            op="nki.collectives.collective_permute")
+    return [(int(s), int(t)) for s, t in value]
+
+
+def _channels(call: str, srcs_by_channel, dsts_by_channel, replica_group, channel_ids) -> list:
+    """Per channel (src list, dst list); channel_ids consecutive from 0, at most 4 channels when the
+    group holds every rank of its node and 2 otherwise."""
+    where = f"nki.collectives.{call}"
+    if not (isinstance(srcs_by_channel, list | tuple) and isinstance(dsts_by_channel, list | tuple)
+            and len(srcs_by_channel) == len(dsts_by_channel) == len(channel_ids)):
+        raise ArgumentError("srcs_by_channel, dsts_by_channel and channel_ids must have one entry per "
+                            "channel", op=where)
+    if list(channel_ids) != list(range(len(channel_ids))):
+        raise ArgumentError(f"channel_ids={list(channel_ids)}; they must be consecutive from 0", op=where)
+    binding = _binding(call)
+    group = _replica_group(replica_group, call).group_of(binding.rank, call)
+    whole_node = len(group) >= binding.machine.ranks_per_node
+    limit = 4 if whole_node else 2
+    if len(channel_ids) > limit:
+        which = "with" if whole_node else "without"
+        raise ArgumentError(f"{len(channel_ids)} channels; a replica group {which} every rank of its node "
+                            f"has at most {limit}", op=where)
+    for srcs, dsts in zip(srcs_by_channel, dsts_by_channel, strict=True):
+        if len(_tensors(srcs, "srcs", call)) != 1 or len(_tensors(dsts, "dsts", call)) != 1:
+            raise ArgumentError("each channel takes exactly one src and one dst tensor", op=where)
+    return list(zip(srcs_by_channel, dsts_by_channel, strict=True))
+
+
+calls.checked_calls(globals(), "nki.collectives")

@@ -8,6 +8,8 @@ the chip networks from trnsim.hardware, and how long collectives take on them.
 """
 
 from trnsim.system.collectives import OPS, CollectiveTime, collective_time, operation
+from trnsim.system.launch import launch, launch_distributed
 from trnsim.system.topology import Machine, RankPlace, fabric
 
-__all__ = ["OPS", "CollectiveTime", "Machine", "RankPlace", "collective_time", "fabric", "operation"]
+__all__ = ["OPS", "CollectiveTime", "Machine", "RankPlace", "collective_time", "fabric", "launch",
+           "launch_distributed", "operation"]

@@ -196,3 +196,29 @@ def _tier_stage(tier: _Tier, op: str, size: float) -> Stage:
                                       tier.efficiency, tier.model, name)
                 for name in algorithms.tier_algorithms(op, tier.members)),
                key=lambda stage: stage.seconds)
+
+
+def instruction_seconds(ins, core) -> float:
+    """The time of one COLLECTIVE instruction of a kernel trace on `core`'s generation: its group's
+    collective on the generation's system (launch.SYSTEM_OF_TARGET), over nccom-test's size (the
+    whole buffer: all_gather's output, every other collective's input, summed over coalesced
+    tensors). A permute is timed as one ring step."""
+    kind, group = ins.param("collective"), ins.param("group")
+    regions = ins.outputs if kind == "all_gather" else ins.inputs
+    size = sum(int(region.elements * region.dtype_bytes) for region in regions)
+    instance = _system_of(core)
+    if kind == "permute":
+        return collective_time("permute", size, 2, instance).seconds
+    return collective_time(kind, size, len(group), instance, "uint8", group=list(group)).seconds
+
+
+def _system_of(core) -> str:
+    """The multi-chip system a NeuronCore generation is timed on."""
+    from trnsim.system.launch import SYSTEM_OF_TARGET
+    from trnsim.system.topology import fabric
+
+    for name in SYSTEM_OF_TARGET.values():
+        if fabric(name).system.chip.core is core:
+            return name
+    raise UnsupportedError(f"collectives on {core.name} are not modelled", what="collective timing",
+                           target=core.name, hint=f"targets: {', '.join(SYSTEM_OF_TARGET)}")

@@ -276,6 +276,14 @@ def _barrier_seconds(ins: Instruction, core: CoreSpec) -> float:
     return core.dma_fixed_latency_s
 
 
+@COST.register(Opcode.COLLECTIVE)
+def _collective_seconds(ins: Instruction, core: CoreSpec) -> float:
+    """nki.collectives: trnsim.system's collective model for the instruction's replica group."""
+    from trnsim.system.collectives import instruction_seconds  # system builds on timing's layers
+
+    return instruction_seconds(ins, core)
+
+
 @COST.register(Opcode.REGISTER_MOVE, Opcode.REGISTER_LOAD, Opcode.REGISTER_STORE)
 def _register_seconds(ins: Instruction, core: CoreSpec) -> float:
     """Register traffic: the static instruction overhead, counted at the Scalar engine's clock.

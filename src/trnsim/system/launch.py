@@ -1,0 +1,86 @@
+"""Launching one kernel on many ranks: `launch` runs N ranks as threads of this process;
+`launch_distributed` runs this process's rank of a torchrun job (gloo). In both, each rank runs
+the kernel with its own arguments and `nki.collectives` calls meet the other ranks' (world.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+from trnsim import hardware
+from trnsim.errors import ConfigError
+from trnsim.nki import collectives
+from trnsim.nki.jit import simulate
+from trnsim.system.topology import Machine
+from trnsim.system.world import GlooWorld, ThreadWorld
+
+SYSTEM_OF_TARGET = {"trn1": "trn1.32xlarge", "trn2": "trn2.48xlarge", "trn3": "Trn3 Gen1 UltraServer"}
+"""The system a generation's ranks live on when no instance is named."""
+
+
+def launch(kernel, ranks: int, args: Sequence | Callable[[int], tuple], *, target: str = "trn2",
+           instance: str | None = None, **kwargs) -> list:
+    """Run `kernel` on `ranks` ranks (threads), rank r with `args[r]` (a tuple of arguments, or one
+    array) or `args(r)`; returns each rank's result, in rank order. The first rank to fail stops the
+    others, and its error is raised."""
+    machine, target = _machine(target, instance, ranks)
+    arguments = _arguments(args, ranks)
+    world = ThreadWorld(ranks)
+    results: list = [None] * ranks
+    failures: list[BaseException] = []
+
+    def run(rank: int) -> None:
+        token = collectives.bind(collectives.RankBinding(world, rank, machine))
+        try:
+            results[rank] = simulate(kernel, target=target)(*arguments[rank], **kwargs)
+            world.finish(rank)
+        except BaseException as error:  # re-raised in the caller's thread below
+            failures.append(error)
+            world.abandon(f"rank {rank}: {type(error).__name__}")
+        finally:
+            collectives.unbind(token)
+
+    threads = [threading.Thread(target=run, args=(rank,), name=f"trnsim-rank-{rank}")
+               for rank in range(ranks)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+    return results
+
+
+def launch_distributed(kernel, *args, target: str = "trn2", instance: str | None = None, **kwargs):
+    """This process's rank of a `torchrun` job: joins torch.distributed's gloo group (initialising it
+    from torchrun's environment if needed), runs `kernel(*args)` as that rank, and returns its result."""
+    world = GlooWorld()
+    machine, target = _machine(target, instance, world.size)
+    token = collectives.bind(collectives.RankBinding(world, world.rank, machine))
+    try:
+        return simulate(kernel, target=target)(*args, **kwargs)
+    finally:
+        collectives.unbind(token)
+
+
+def _machine(target: str, instance: str | None, ranks: int) -> tuple[Machine, str]:
+    if target not in SYSTEM_OF_TARGET:
+        raise ConfigError(f"unknown target {target!r} for a multi-rank launch",
+                          hint=f"one of {', '.join(SYSTEM_OF_TARGET)}")
+    machine = Machine.of(instance or SYSTEM_OF_TARGET[target], ranks=ranks)
+    chip_core = machine.fabric.system.chip.core
+    if hardware.core(target) is not chip_core:
+        raise ConfigError(f"target {target} does not match {machine.fabric.name}, whose cores are "
+                          f"{chip_core.name}")
+    return machine, target
+
+
+def _arguments(args, ranks: int) -> list[tuple]:
+    if callable(args):
+        found = [args(rank) for rank in range(ranks)]
+    elif isinstance(args, Sequence) and not isinstance(args, str) and len(args) == ranks:
+        found = list(args)
+    else:
+        raise ConfigError(f"args must give one entry per rank ({ranks}), or be a function of the rank")
+    return [entry if isinstance(entry, tuple) else (entry,) for entry in found]
