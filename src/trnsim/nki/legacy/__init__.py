@@ -8,8 +8,7 @@ docs/legacy-nki.md. `nki.jit(mode=...)`, `simulate_kernel`, `baremetal` and `ben
 the kernel with values on the CPU; benchmark mode reports the timing model's latency.
 """
 
-from trnsim.nki import typing
-from trnsim.nki.legacy import compiler, isa, language
+from trnsim.nki.legacy import compiler, isa, language, typing
 from trnsim.nki.legacy.launch import (
     BenchmarkResult,
     LegacyKernel,

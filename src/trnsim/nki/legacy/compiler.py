@@ -11,11 +11,6 @@ import contextlib
 import types
 
 
-def _allocator(*args, **kwargs):
-    """An allocator object for `nl.ndarray(..., buffer=ncc.sbuf.mod_alloc(...))`: the plain buffer."""
-    return None
-
-
 def _space(region):
     return types.SimpleNamespace(alloc=lambda *a, **k: region, mod_alloc=lambda *a, **k: region,
                                  auto_alloc=lambda *a, **k: region)
@@ -44,3 +39,8 @@ def force_auto_alloc(function=None, **kwargs):
 @contextlib.contextmanager
 def tensor_engine_priority():
     yield
+
+
+no_reorder = tensor_engine_priority
+"""`with ncc.no_reorder():` fixes the order instructions are issued in; trnsim issues them in
+program order anyway."""

@@ -65,6 +65,15 @@ def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero
     return Tile(None, pending=PendingMatmul(_plain(stationary), _plain(moving), params))
 
 
+_OP_NAMES = {"max": "maximum", "amax": "maximum", "min": "minimum", "amin": "minimum", "sum": "add"}
+"""numpy reductions old kernels pass as operators (op=np.max), by their ALU names."""
+
+
+def _op(op):
+    name = getattr(op, "__name__", None)
+    return _OP_NAMES.get(name, op) if isinstance(name, str) else op
+
+
 def _compute(function, data, dtype, mask, shape=None, buffer=None, columns=(), **operands) -> Tile:
     """Issue `function(dst=..., data=..., **operands)` into a new tile over the call's iterations.
     `columns` names operands that are per-partition scalars ([P, 1] tiles or numbers)."""
@@ -72,7 +81,7 @@ def _compute(function, data, dtype, mask, shape=None, buffer=None, columns=(), *
     tile, dst = call.output(result_dtype(dtype, data), buffer)
     if call.empty:
         return tile
-    views = {name: (call.column(v) if name in columns else call.view(v)) if is_tile(v) else v
+    views = {name: (call.column(v) if name in columns else call.view(v)) if is_tile(v) else _op(v)
              for name, v in operands.items()}
     if data is not None:
         views["data"] = call.view(data) if shape is None else _plain(data)
@@ -102,7 +111,8 @@ def tensor_tensor(data1, data2, op, dtype=None, mask=None, engine=engine.unknown
     call = Call([data1, data2], mask)
     tile, dst = call.output(result_dtype(dtype, data1, data2))
     if not call.empty:
-        nisa06.tensor_tensor(dst=dst, data1=call.view(data1), data2=call.view(data2), op=op, engine=engine)
+        nisa06.tensor_tensor(dst=dst, data1=call.view(data1), data2=call.view(data2), op=_op(op),
+                             engine=engine)
     return tile
 
 
@@ -111,6 +121,13 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
     return _compute(nisa06.tensor_scalar, data, dtype, mask, columns=("operand0", "operand1"), op0=op0,
                     operand0=operand0, reverse0=reverse0, op1=op1, operand1=operand1, reverse1=reverse1,
                     engine=engine)
+
+
+def tensor_scalar_reduce(data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
+                         **kwargs) -> Tile:
+    return _compute(nisa06.tensor_scalar_reduce, data, dtype, mask, columns=("operand0", "reduce_res"),
+                    op0=op0, operand0=operand0, reduce_op=reduce_op, reduce_res=_plain(reduce_res),
+                    reverse0=reverse0)
 
 
 def scalar_tensor_tensor(data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
@@ -137,6 +154,7 @@ def dropout(data, prob, mask=None, dtype=None, **kwargs) -> Tile:
 
 def tensor_reduce(op, data, axis, mask=None, dtype=None, negate=False, keepdims=False, **kwargs) -> Tile:
     axes = tuple(a % len(data.shape) for a in (axis if isinstance(axis, tuple | list) else (axis,)))
+    keepdims = keepdims or len(axes) == len(data.shape) - 1  # a tile keeps a free dim: [P] is [P, 1]
     shape = [1 if d in axes else s for d, s in enumerate(data.shape) if keepdims or d not in axes]
     return _compute(nisa06.tensor_reduce, data, dtype, mask, shape=tuple(shape), op=op, axis=axis,
                     negate=negate, keepdims=keepdims)

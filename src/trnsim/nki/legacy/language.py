@@ -15,7 +15,6 @@ from trnsim.nki import calls, dtypes
 from trnsim.nki import isa as nisa06
 from trnsim.nki import language as nl06
 from trnsim.nki.language import (  # noqa: F401 - the names the old nl shares with 0.6
-    affine_range,
     bfloat16,
     bool_,
     float8_e4m3,
@@ -32,9 +31,7 @@ from trnsim.nki.language import (  # noqa: F401 - the names the old nl shares wi
     program_ndim,
     psum,
     sbuf,
-    sequential_range,
     shared_hbm,
-    static_range,
     tfloat32,
     tile_size,
     uint8,
@@ -43,7 +40,7 @@ from trnsim.nki.language import (  # noqa: F401 - the names the old nl shares wi
 )
 from trnsim.nki.legacy.index import Predicate, arange, mgrid, par_dim  # noqa: F401
 from trnsim.nki.legacy.operands import Call, is_tile, new_tile
-from trnsim.nki.legacy.tile import Indexed, Tile, unwrap, wrap
+from trnsim.nki.legacy.tile import BlockTile, Indexed, Tile, unwrap, wrap
 from trnsim.nki.tensor import DynSlice
 
 
@@ -72,6 +69,14 @@ def device_print(prefix, x=None, mask=None, **kwargs) -> None:
     nl06.device_print(prefix, _plain(x))
 
 
+def affine_range(start, stop=None, step=1, **directives) -> range:
+    """A loop (the compiler directives of SDK 2.26, `directives=`, change no value)."""
+    return nl06.affine_range(start, stop, step)
+
+
+sequential_range = static_range = affine_range
+
+
 def finfo(dtype):
     return np.finfo(dtypes.dtype(dtype).numpy)
 
@@ -83,7 +88,8 @@ def ndarray(shape, dtype, buffer=None, name: str = "", **kwargs) -> Tile:
 
 def full(shape, fill_value, dtype, buffer=None, name: str = "", **kwargs) -> Tile:
     tile = new_tile(shape, dtype, buffer, name)
-    nisa06.memset(dst=_whole(tile), value=fill_value)
+    for block in tile.all_blocks() if isinstance(tile, BlockTile) else [tile]:
+        nisa06.memset(dst=block.base, value=fill_value)
     return tile
 
 
@@ -127,15 +133,6 @@ def shared_identity_matrix(n, dtype=uint8, **kwargs) -> Tile:
     return wrap(nl06.shared_identity_matrix(n, dtype))
 
 
-def _whole(tile: Tile):
-    """The tile's view with the partition dim first (block dims, if any, stay behind it)."""
-    base = tile.base
-    if tile.blocks:
-        order = (tile.blocks, *range(tile.blocks), *range(tile.blocks + 1, base.ndim))
-        return base.permute(order)
-    return base
-
-
 # --- data movement ----------------------------------------------------------------------------------
 def load(src, mask=None, dtype=None, **kwargs) -> Tile:
     """HBM (or SBUF) -> a new SBUF tile of the access's shape."""
@@ -170,6 +167,8 @@ def _copy_into(target, value, **dma) -> None:
 
 def assign(target, value) -> None:
     """`tile[...] = value` (a matmul result is computed straight into a PSUM target)."""
+    if isinstance(value, Indexed) and value.tile is target.tile and value.keys is target.keys:
+        return  # `t[k] += x` stores its own result back: updated in place already
     pending = value.pending if isinstance(value, Tile) else None
     call = Call([target], None)
     view = call.view(target, broadcast=False)
@@ -177,18 +176,34 @@ def assign(target, value) -> None:
         value.pending = None
         pending.issue(view, accumulate=False)
         return
-    _copy_into(view, call.view(value))
+    source = call.view(value)
+    if not _same_window(view, source):
+        _copy_into(view, source)
 
 
-def update(tile: Tile, op: str, value) -> None:
-    """`tile op= value` in place; `psum += nc_matmul(...)` accumulates the matmul in PSUM."""
+def _same_window(a, b) -> bool:
+    """Whether two views are the same elements (`t[0:64] += x` stores its own result back)."""
+    return is_tile(a) and is_tile(b) and (a.storage, a.offset, a.shape, a.strides, a.dtype) == (
+        b.storage, b.offset, b.shape, b.strides, b.dtype)
+
+
+def update(tile, op: str, value) -> None:
+    """`tile op= value` in place (tile or indexed tile); `psum += nc_matmul(...)` accumulates the
+    matmul in PSUM."""
     pending = value.pending if isinstance(value, Tile) else None
-    if op == "add" and pending is not None and tile.base.storage.memory is Memory.PSUM:
+    view = Call([tile], None).view(tile, broadcast=False)
+    if op == "add" and pending is not None and view.storage.memory is Memory.PSUM:
         value.pending = None
-        pending.issue(tile.base, accumulate=True)
+        pending.issue(view, accumulate=True if _written(view) else None)
         return
     from trnsim.nki.legacy import math
     math.binary(op, tile, value, dtype=tile.dtype, out=tile)
+
+
+def _written(view) -> bool:
+    """Whether every element of an on-chip view holds a value (a run without values assumes so):
+    `psum += matmul` onto a fresh PSUM tile starts the sum, as the old compiler zeroed it."""
+    return view.storage.written is None or bool(view.written_mask().all())
 
 
 def load_transpose2d(src, mask=None, dtype=None, **kwargs) -> Tile:
@@ -204,7 +219,10 @@ def copy(src, mask=None, dtype=None, **kwargs) -> Tile:
     return tile
 
 
-def static_cast(input_data, dtype) -> Tile:
+def static_cast(input_data, dtype):
+    """A copy in another dtype; outside a kernel (the tutorials cast their numpy inputs) a numpy cast."""
+    if isinstance(input_data, np.ndarray | np.generic):
+        return np.asarray(input_data).astype(dtypes.dtype(dtype).numpy)
     return copy(input_data, dtype=dtype)
 
 

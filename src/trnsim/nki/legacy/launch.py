@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 
 from trnsim.errors import ConfigError, SourceLoc
-from trnsim.nki.jit import Kernel, _launch_grid, resolve_target
+from trnsim.nki.jit import Kernel, TensorSpec, _launch_grid, resolve_target, run
 from trnsim.nki.jit import trace as trace06
 from trnsim.nki.legacy.tile import Tile, unwrap
 from trnsim.nki.tensor import NkiTensor
@@ -34,7 +34,10 @@ class LegacyKernel(Kernel):
 
     def __call__(self, *args, **kwargs):
         target = self.options.get("platform_target")
-        result = super().__call__(*args, target=target, **kwargs)
+        if any(isinstance(a, TensorSpec) for a in (*args, *kwargs.values())):  # nt.tensor[...]: no values
+            result = run(self, args, kwargs, target=target, with_values=False)
+        else:
+            result = super().__call__(*args, target=target, **kwargs)
         if self.options.get("mode") == "benchmark":
             self._benchmark()
         return result

@@ -81,7 +81,10 @@ def _delegate(function, name: str):
     def op(*args, mask=None, **kwargs):
         from trnsim.nki.legacy.language import _plain, _whole_mask
         _whole_mask(mask, [a for a in args if is_tile(a)][:1], f"nl.{name}")
-        return wrap(function(*map(_plain, args), **{k: _plain(v) for k, v in kwargs.items()}))
+        result = function(*map(_plain, args), **{k: _plain(v) for k, v in kwargs.items()})
+        if result.ndim == 1 and result.buffer is not None and is_tile(args[0]) and len(args[0].shape) > 1:
+            result = result.expand_dim(1)  # a tile keeps its partition dim: [P] is the [P, 1] column
+        return wrap(result)
     op.__name__ = name
     op.nki_op = getattr(function, "nki_op", name)
     op.__doc__ = function.__doc__

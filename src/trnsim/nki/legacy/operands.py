@@ -13,7 +13,7 @@ from trnsim.core.isa import Memory
 from trnsim.errors import ArgumentError, ShapeError
 from trnsim.nki import backend, dtypes
 from trnsim.nki.legacy.index import mask_box, par_dim, partition_axis
-from trnsim.nki.legacy.tile import Indexed, Tile
+from trnsim.nki.legacy.tile import BlockTile, Indexed, Tile
 from trnsim.nki.tensor import NkiTensor
 
 
@@ -72,11 +72,12 @@ def new_tile(shape, dtype, buffer=None, name: str = "") -> Tile:
         raise ArgumentError(f"shape {shape!r}: every dim must be an integer")
     buffer = dtypes.SBUF if buffer is None else buffer
     axis = partition_axis(shape) if dtypes.region(buffer).memory is not Memory.HBM else 0
-    physical = (shape[axis], *shape[:axis], *shape[axis + 1:])
-    made = backend.new_tensor(tuple(int(s) for s in physical), dtypes.dtype(dtype), buffer, name)
+    element = dtypes.dtype(dtype)
     if axis:
-        made = made.permute((*range(1, axis + 1), 0, *range(axis + 1, len(shape))))
-    return Tile(made, blocks=axis)
+        tile_shape = tuple(int(s) for s in shape[axis:])
+        return BlockTile(tuple(int(s) for s in shape[:axis]), tile_shape,
+                         lambda: Tile(backend.new_tensor(tile_shape, element, buffer, name)))
+    return Tile(backend.new_tensor(tuple(int(s) for s in shape), element, buffer, name))
 
 
 def result_dtype(dtype, *operands) -> str:

@@ -19,15 +19,52 @@ from trnsim.nki.legacy.index import IndexExpr, key_arrays
 from trnsim.nki.tensor import NkiTensor
 
 
-class Tile:
-    """An HBM tensor or on-chip tile of the old API. `blocks` counts the dims before the
-    partition dim (`nl.ndarray((4, nl.par_dim(128), 512))` has one)."""
+class _Operators:
+    """`a + b`, `a < b`, `a += b` ... on tiles and indexed tiles: the old nl calls."""
 
-    __slots__ = ("_base", "pending", "blocks")
-    __array_priority__ = 100
+    __slots__ = ()
+    __array_priority__ = 100  # numpy arrays and scalars on the left defer to these operators
 
-    def __init__(self, base: NkiTensor | None, blocks: int = 0, pending=None):
-        self._base, self.blocks, self.pending = base, blocks, pending
+    def _op(name: str, reverse: bool = False):  # noqa: N805 - a factory used in the class body
+        def method(self, other):
+            from trnsim.nki.legacy import language
+            function = getattr(language, name)
+            return function(other, self) if reverse else function(self, other)
+        return method
+
+    __add__, __radd__ = _op("add"), _op("add", True)
+    __sub__, __rsub__ = _op("subtract"), _op("subtract", True)
+    __mul__, __rmul__ = _op("multiply"), _op("multiply", True)
+    __truediv__, __rtruediv__ = _op("divide"), _op("divide", True)
+    __pow__ = _op("power")
+    __lt__, __le__ = _op("less"), _op("less_equal")
+    __gt__, __ge__ = _op("greater"), _op("greater_equal")
+    __and__, __or__, __xor__ = _op("bitwise_and"), _op("bitwise_or"), _op("bitwise_xor")
+
+    def __neg__(self):
+        from trnsim.nki.legacy import language
+        return language.negative(self)
+
+    def _in_place(name: str):  # noqa: N805
+        def method(self, other):
+            """In place; for an indexed tile the `t[...] = self` Python does next is a no-op."""
+            from trnsim.nki.legacy import language
+            language.update(self, name, other)
+            return self
+        return method
+
+    __iadd__, __isub__ = _in_place("add"), _in_place("subtract")
+    __imul__, __itruediv__ = _in_place("multiply"), _in_place("divide")
+    del _op, _in_place
+
+
+class Tile(_Operators):
+    """An HBM tensor or on-chip tile of the old API (partition dim first)."""
+
+    __slots__ = ("_base", "pending")
+
+    def __init__(self, base: NkiTensor | None, pending=None):
+        self._base, self.pending = base, pending
 
     @property
     def base(self) -> NkiTensor:
@@ -61,60 +98,15 @@ class Tile:
         keys = key if isinstance(key, tuple) else (key,)
         if any(isinstance(k, IndexExpr | Tile | Indexed) for k in keys):
             return Indexed(self, keys)
-        base, keys = self._drop_blocks(keys)
-        return Tile(base[keys] if keys else base)
-
-    def _drop_blocks(self, keys: tuple) -> tuple[NkiTensor, tuple]:
-        """Integer keys on block dims select a block (the dim goes, as on HBM)."""
-        base, blocks = self.base, self.blocks
-        while blocks and keys and isinstance(keys[0], numbers.Integral):
-            if not 0 <= keys[0] < base.shape[0]:
-                raise HazardError(f"block index {keys[0]} is out of bounds for {base.name!r} "
-                                  f"({base.shape[0]} blocks)")
-            base, keys, blocks = base.select(0, int(keys[0])), keys[1:], blocks - 1
-        if blocks and keys:
-            raise UnsupportedError("a slice over block dims (before nl.par_dim) is not emulated",
-                                   what="block-dim slice", hint="index block dims with integers")
-        return base, keys
+        return Tile(self.base[keys] if keys else self.base)
 
     def __setitem__(self, key, value) -> None:
         from trnsim.nki.legacy import language
         language.assign(self[key], value)
 
-    # --- operators ----------------------------------------------------------------------------
-    def _op(name: str, reverse: bool = False):  # noqa: N805 - a factory used in the class body
-        def method(self, other):
-            from trnsim.nki.legacy import language
-            function = getattr(language, name)
-            return function(other, self) if reverse else function(self, other)
-        return method
-
-    __add__, __radd__ = _op("add"), _op("add", True)
-    __sub__, __rsub__ = _op("subtract"), _op("subtract", True)
-    __mul__, __rmul__ = _op("multiply"), _op("multiply", True)
-    __truediv__, __rtruediv__ = _op("divide"), _op("divide", True)
-    __pow__ = _op("power")
-    __lt__, __le__ = _op("less"), _op("less_equal")
-    __gt__, __ge__ = _op("greater"), _op("greater_equal")
-    __and__, __or__, __xor__ = _op("bitwise_and"), _op("bitwise_or"), _op("bitwise_xor")
-
-    def __neg__(self):
-        from trnsim.nki.legacy import language
-        return language.negative(self)
-
-    def _in_place(name: str):  # noqa: N805
-        def method(self, other):
-            from trnsim.nki.legacy import language
-            language.update(self, name, other)
-            return self
-        return method
-
-    __iadd__, __isub__ = _in_place("add"), _in_place("subtract")
-    __imul__, __itruediv__ = _in_place("multiply"), _in_place("divide")
-    del _op, _in_place
 
 
-class Indexed:
+class Indexed(_Operators):
     """`tile[i_p, i_f]` with index expressions: becomes a view once the call's mask is known."""
 
     __slots__ = ("tile", "keys")
@@ -124,15 +116,14 @@ class Indexed:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        base, keys = self.tile._drop_blocks(self.keys)
-        return tuple(np.broadcast_shapes(*(a.shape for a in key_arrays(keys, base.shape))))
+        return tuple(np.broadcast_shapes(*(a.shape for a in key_arrays(self.keys, self.tile.shape))))
 
     dtype = property(lambda self: self.tile.dtype)
     buffer = property(lambda self: self.tile.buffer)
 
     def resolve(self, box: tuple[slice, ...] | None = None) -> NkiTensor | None:
         """The view of the iterations in `box` (all without one); None when the box is empty."""
-        base, keys = self.tile._drop_blocks(self.keys)
+        base, keys = self.tile.base, self.keys
         if keys and isinstance(keys[0], Tile | Indexed):
             return _indirect_rows(base, keys, box)
         return affine_view(base, key_arrays(keys, base.shape), box)
@@ -142,6 +133,55 @@ class Indexed:
 
     def __setitem__(self, key, value):
         raise ShapeError("an indexed tile cannot be indexed again", hint="index the tile once")
+
+
+class BlockTile:
+    """`nl.ndarray((n, nl.par_dim(128), 512))`: n tiles the old compiler allocated one by one (each
+    lives as long as it is used), so a block tensor larger than SBUF or PSUM is fine when its blocks
+    are not all in use at once. Integer keys on the block dims pick a tile, allocated on first use."""
+
+    __slots__ = ("blocks", "tile_shape", "make", "chosen", "made")
+
+    def __init__(self, blocks: tuple[int, ...], tile_shape: tuple[int, ...], make, chosen=(), made=None):
+        self.blocks, self.tile_shape, self.make, self.chosen = blocks, tile_shape, make, chosen
+        self.made = {} if made is None else made
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.blocks[len(self.chosen):] + self.tile_shape
+
+    def block(self, index: tuple[int, ...]) -> Tile:
+        if index not in self.made:
+            self.made[index] = self.make()
+        return self.made[index]
+
+    def all_blocks(self) -> list[Tile]:
+        return [self.block(index) for index in np.ndindex(*self.blocks)]
+
+    def __getitem__(self, key):
+        keys = key if isinstance(key, tuple) else (key,)
+        chosen, free = list(self.chosen), len(self.blocks) - len(self.chosen)
+        while free and keys and isinstance(keys[0], numbers.Integral):
+            size = self.blocks[len(chosen)]
+            if not -size <= keys[0] < size:
+                raise HazardError(f"block index {keys[0]} is out of bounds for a block dim of size {size}")
+            chosen.append(int(keys[0]) % size)
+            keys, free = keys[1:], free - 1
+        if free and keys and not all(k == slice(None) for k in keys):
+            raise UnsupportedError("indexing block dims (before nl.par_dim) with anything but integers is "
+                                   "not emulated", what="block-dim index", hint="use integer block indices")
+        if free:
+            return BlockTile(self.blocks, self.tile_shape, self.make, tuple(chosen), self.made)
+        tile = self.block(tuple(chosen))
+        return tile[keys] if keys else tile
+
+    def __setitem__(self, key, value) -> None:
+        from trnsim.nki.legacy import language
+        language.assign(self[key], value)
+
+    def __getattr__(self, name: str):
+        raise UnsupportedError(f"a block tensor (dims before nl.par_dim) used whole ({name}) is not emulated",
+                               what="whole block tensor", hint="index its block dims with integers")
 
 
 def _indirect_rows(base: NkiTensor, keys: tuple, box) -> NkiTensor:
