@@ -92,8 +92,13 @@ def jit(func=None, mode: str = "auto", platform_target=None, **options):
                           hint=f"use one of {', '.join(MODES)}")
     settings = {**options, "mode": mode, "platform_target": platform_target}
     if func is None:
-        return lambda fn: LegacyKernel(fn, options=settings)
-    return LegacyKernel(func, options=settings)
+        return lambda fn: LegacyKernel(_function(fn), options=settings)
+    return LegacyKernel(_function(func), options=settings)
+
+
+def _function(kernel):
+    """The kernel function under a kernel that is decorated again (`nki.benchmark(...)(jitted)`)."""
+    return kernel.__wrapped__ if isinstance(kernel, Kernel) else kernel
 
 
 def baremetal(kernel=None, **options):
@@ -118,7 +123,7 @@ def _known(options: dict) -> dict:
 
 def simulate_kernel(kernel, *args, **kwargs):
     """Run a kernel (jit-decorated or a plain function) with values; numpy in, numpy out."""
-    launched = kernel if isinstance(kernel, LegacyKernel) else LegacyKernel(getattr(kernel, "func", kernel))
+    launched = kernel if isinstance(kernel, LegacyKernel) else LegacyKernel(_function(kernel))
     return launched(*args, **kwargs)
 
 

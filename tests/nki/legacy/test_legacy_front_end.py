@@ -1,0 +1,211 @@
+"""The old-API front end on kernels written here: values, bit-identity with the 0.6 API, errors."""
+
+import sys
+
+import numpy as np
+import pytest
+
+import trnsim.nki as nki06
+import trnsim.nki.compat as compat
+import trnsim.nki.isa as nisa06
+import trnsim.nki.language as nl06
+import trnsim.nki.legacy as nki
+from trnsim.errors import HazardError, TrnsimError, UnsupportedError
+
+nl, nisa = nki.language, nki.isa
+rng = np.random.default_rng(0)
+
+
+def normal(*shape, dtype=np.float32):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+@nki.jit
+def add_tiles(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(512)[None, :]
+    for i in nl.affine_range(a.shape[0] // 128):
+        x = nl.load(a[i * 128 + i_p, i_f])
+        y = nl.load(b[i * 128 + i_p, i_f])
+        nl.store(out[i * 128 + i_p, i_f], value=x + y)
+    return out
+
+
+@nki.jit
+def masked_square(a):
+    """Rows beyond a.shape[0] are masked out: a 200-row input in 128-row tiles."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.arange(128)[:, None], nl.arange(a.shape[1])[None, :]
+    for i in nl.affine_range((a.shape[0] + 127) // 128):
+        rows = i * 128 + i_p < a.shape[0]
+        x = nl.load(a[i * 128 + i_p, i_f], mask=rows)
+        nl.store(out[i * 128 + i_p, i_f], value=nl.square(x, mask=rows), mask=rows)
+    return out
+
+
+@nki.jit
+def matmul_old(lhs_t, rhs):
+    """out[M, N] = lhs_t[K, M].T @ rhs[K, N], K in 128-row steps accumulated in PSUM."""
+    k, m = lhs_t.shape
+    out = nl.ndarray((m, rhs.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((m, rhs.shape[1]), nl.float32, buffer=nl.psum)
+    grid = nl.mgrid[0:128, 0:m]
+    for i_k in nl.affine_range(k // 128):
+        stationary = nl.load(lhs_t[i_k * 128 + grid.p, grid.x])
+        moving = nl.load(rhs[i_k * 128:(i_k + 1) * 128, :])
+        acc += nisa.nc_matmul(stationary, moving)
+    nl.store(out, value=acc)
+    return out
+
+
+@nki06.jit
+def matmul_new(lhs_t, rhs):
+    k, m = lhs_t.shape
+    out = nl06.ndarray((m, rhs.shape[1]), nl06.float32, buffer=nl06.shared_hbm)
+    acc = nl06.zeros((m, rhs.shape[1]), nl06.float32, buffer=nl06.psum)
+    for i_k in nl06.affine_range(k // 128):
+        stationary = nl06.load(lhs_t[i_k * 128:(i_k + 1) * 128, :])
+        moving = nl06.load(rhs[i_k * 128:(i_k + 1) * 128, :])
+        nisa06.nc_matmul(acc, stationary, moving, accumulate=True)
+    staged = nl06.ndarray(acc.shape, nl06.float32)
+    nisa06.tensor_copy(dst=staged, src=acc, engine=nisa06.engine.vector)
+    nl06.store(out, staged)
+    return out
+
+
+@nki.jit
+def softmax_old(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    tile = nl.load(x)
+    shifted = nl.exp(nl.subtract(tile, nl.max(tile, axis=1)))
+    nl.store(out, value=nl.divide(shifted, nl.sum(shifted, axis=1)))
+    return out
+
+
+@nki06.jit
+def softmax_new(x):
+    out = nl06.ndarray(x.shape, x.dtype, buffer=nl06.shared_hbm)
+    tile = nl06.load(x)
+    shifted = nl06.exp(nl06.subtract(tile, nl06.max(tile, axis=1, keepdims=True)))
+    nl06.store(out, nl06.divide(shifted, nl06.sum(shifted, axis=1, keepdims=True)))
+    return out
+
+
+def test_arange_tiles_add():
+    a, b = normal(256, 512), normal(256, 512)
+    np.testing.assert_array_equal(add_tiles(a, b), a + b)
+
+
+def test_mask_leaves_rows_outside_unread_and_unwritten():
+    a = normal(200, 64)
+    np.testing.assert_array_equal(masked_square(a), np.square(a))
+
+
+def test_matmul_is_bit_identical_to_the_same_kernel_in_the_new_api():
+    lhs_t, rhs = normal(384, 128), normal(384, 512)
+    old = matmul_old(lhs_t, rhs)
+    np.testing.assert_array_equal(old, nki06.simulate(matmul_new)(lhs_t, rhs))
+    np.testing.assert_allclose(old, lhs_t.T @ rhs, rtol=1e-4, atol=1e-3)
+
+
+def test_softmax_is_bit_identical_to_the_same_kernel_in_the_new_api():
+    x = normal(128, 256)
+    np.testing.assert_array_equal(softmax_old(x), nki06.simulate(softmax_new)(x))
+
+
+def test_partition_and_free_broadcasting():
+    @nki.jit
+    def outer_sum(col, row):
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.add(nl.load(col), nl.load(row)))
+        return out
+    col, row = normal(128, 1), normal(1, 512)
+    np.testing.assert_array_equal(outer_sum(col, row), col + row)
+
+
+def test_block_tensor_larger_than_psum_runs_block_by_block():
+    """16 PSUM blocks of [128, 512] fp32 (128 KiB a partition, PSUM has 16 KiB), one live at a time."""
+    @nki.jit
+    def blocks(a):
+        out = nl.ndarray((16, 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.ndarray((16, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)
+        tile = nl.load(a)
+        for i in nl.affine_range(16):
+            acc[i] = nisa.nc_matmul(tile[:, 0:128], tile)
+            nl.store(out[i], value=acc[i])
+        return out
+    a = normal(128, 512)
+    expected = np.broadcast_to(a[:, :128].T @ a, (16, 128, 512))
+    np.testing.assert_allclose(blocks(a), expected, rtol=1e-4, atol=1e-3)
+
+
+def test_iota_from_an_index_expression():
+    @nki.jit
+    def ramp(a):
+        out = nl.ndarray((128, 64), dtype=nl.int32, buffer=nl.shared_hbm)
+        expr = nl.arange(128)[:, None] * 64 + nl.arange(64)[None, :]
+        nl.store(out, value=nisa.iota(expr, dtype=nl.int32))
+        return out
+    np.testing.assert_array_equal(ramp(np.zeros(1, np.float32)), np.arange(128 * 64).reshape(128, 64))
+
+
+def test_benchmark_mode_reports_the_timing_model_latency(capsys):
+    bench = nki.benchmark(warmup=5, iters=10)(matmul_old)
+    bench(normal(256, 128), normal(256, 512))
+    latency = bench.benchmark_result.nc_latency.get_latency_percentile(99)
+    assert latency > 0
+    assert "predicted latency" in capsys.readouterr().out
+
+
+def test_tensor_specs_are_traced_without_values():
+    spec = nki.typing.tensor[[256, 128], nl.bfloat16]
+    bench = nki.benchmark(matmul_old)
+    assert bench(spec, nki.typing.tensor[[256, 512], nl.bfloat16]) is not None
+    assert bench.benchmark_result.nc_latency.get_latency_percentile(50) > 0
+
+
+def test_out_of_bounds_index_names_the_kernel_line():
+    @nki.jit
+    def too_far(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        i_p, i_f = nl.arange(128)[:, None], nl.arange(64)[None, :]
+        nl.store(out[i_p, i_f], value=nl.load(a[i_p + 1, i_f]))
+        return out
+    with pytest.raises(HazardError, match=r"test_legacy_front_end.py:\d+ in too_far: nl.load: index 128 "
+                                          r"is out of bounds for dim 0"):
+        too_far(normal(128, 64))
+
+
+def test_triangular_mask_is_refused_by_name():
+    @nki.jit
+    def triangle(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        i_p, i_f = nl.arange(128)[:, None], nl.arange(128)[None, :]
+        nl.store(out[i_p, i_f], value=nl.load(a[i_p, i_f]), mask=i_f <= i_p)
+        return out
+    with pytest.raises(UnsupportedError, match=r"in triangle: nl.store: mask= that is not a rectangle"):
+        triangle(normal(128, 128))
+
+
+def test_every_error_is_a_trnsim_error():
+    @nki.jit
+    def too_wide(a):
+        return nl.ndarray((256, 4), dtype=nl.float32)  # 256 partitions
+    with pytest.raises(TrnsimError, match="too_wide"):
+        too_wide(normal(1, 1))
+
+
+def test_static_cast_outside_a_kernel_casts_numpy():
+    assert nl.static_cast(np.ones(3), nl.bfloat16).dtype.name == "bfloat16"
+
+
+def test_enable_legacy_maps_neuronxcc_and_leaves_nki_alone():
+    import trnsim.nki.language
+    try:
+        compat.enable_legacy()
+        import neuronxcc.nki.language as old_nl
+        import nki.language as new_nl
+        assert old_nl is nki.language and new_nl is trnsim.nki.language
+    finally:
+        compat.disable()
+    assert "neuronxcc" not in sys.modules
