@@ -275,9 +275,37 @@ def test_a_rank_trace_times_its_collective_with_the_system_model():
     from trnsim.timing.schedule import latency_s
 
     xs = inputs(16, (256, 512))
-    system.launch(all_reduce_kernel, 16, [(x, group_of(16), nl.add) for x in xs])
-    trace = all_reduce_kernel.last_trace
+    trace = system.launch(all_reduce_kernel, 16, [(x, group_of(16), nl.add) for x in xs]).traces[3]
     [collective] = [ins for ins in trace if ins.opcode is Opcode.COLLECTIVE]
     expected = system.collective_time("all_reduce", 256 * 512 * 4, 16, "trn2.48xlarge").seconds
     assert COST[Opcode.COLLECTIVE](collective, hardware.core("trn2")) == pytest.approx(expected)
     assert latency_s(trace, "trn2") > expected
+
+
+@nki.jit
+def uneven_work_kernel(input, group, extra):
+    """Rank-dependent work before an all_reduce: the fast ranks wait for the slowest at the collective."""
+    tile = nl.ndarray(input.shape, dtype=input.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile, src=input)
+    for _ in range(extra):
+        nisa.activation(dst=tile, op=nl.exp, data=tile)
+    src = hbm(input.shape, input.dtype, "src")
+    nisa.dma_copy(dst=src, src=tile)
+    dst = hbm(input.shape, input.dtype, "dst")
+    ncc.all_reduce(srcs=[src], dsts=[dst], replica_group=group, op=nl.add)
+    return returned(dst)
+
+
+def test_one_timeline_holds_each_collective_for_its_slowest_rank(tmp_path):
+    results = system.launch(uneven_work_kernel, 4, lambda rank: (np.zeros((128, 512), np.float32) + 0.01,
+                                                                 group_of(4), 20 * rank))
+    joint = results.timeline()
+    starts = []
+    for timeline in joint.timelines:
+        [index] = [i for i, ins in enumerate(timeline.trace) if ins.opcode.value == "collective"]
+        starts.append(float(timeline.start_s[index]))
+        assert "dma_cc" in timeline.lanes[timeline.lane[index]]
+    assert max(starts) == pytest.approx(min(starts))  # everyone starts the collective together
+    assert joint.waits_s[0] > 0 and joint.waits_s[3] == pytest.approx(0, abs=1e-12)
+    assert joint.latency_s == pytest.approx(max(t.latency_s for t in joint.timelines))
+    assert joint.write(tmp_path / "ranks.json").stat().st_size > 1000

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from trnsim import hardware
 from trnsim.errors import ConfigError
 from trnsim.nki import collectives
-from trnsim.nki.jit import simulate
+from trnsim.nki.jit import Kernel, jit, simulate
 from trnsim.system.topology import Machine
 from trnsim.system.world import GlooWorld, ThreadWorld
 
@@ -19,21 +19,40 @@ SYSTEM_OF_TARGET = {"trn1": "trn1.32xlarge", "trn2": "trn2.48xlarge", "trn3": "T
 """The system a generation's ranks live on when no instance is named."""
 
 
+class LaunchResults(list):
+    """Each rank's result, in rank order, with each rank's trace (`traces`) and their joint timeline."""
+
+    def __init__(self, results: list, traces: list, target: str):
+        super().__init__(results)
+        self.traces = traces
+        self.target = target
+
+    def timeline(self, target: str | None = None):
+        """The ranks' timelines aligned at their collectives (system.timeline.RankTimeline)."""
+        from trnsim.system.timeline import rank_timeline
+
+        return rank_timeline(self.traces, target or self.target)
+
+
 def launch(kernel, ranks: int, args: Sequence | Callable[[int], tuple], *, target: str = "trn2",
-           instance: str | None = None, **kwargs) -> list:
+           instance: str | None = None, **kwargs) -> LaunchResults:
     """Run `kernel` on `ranks` ranks (threads), rank r with `args[r]` (a tuple of arguments, or one
-    array) or `args(r)`; returns each rank's result, in rank order. The first rank to fail stops the
-    others, and its error is raised."""
+    array) or `args(r)`; returns each rank's result, in rank order (with `.traces` and
+    `.timeline()`). The first rank to fail stops the others, and its error is raised."""
     machine, target = _machine(target, instance, ranks)
     arguments = _arguments(args, ranks)
+    kernel = jit(kernel)
     world = ThreadWorld(ranks)
     results: list = [None] * ranks
+    traces: list = [None] * ranks
     failures: list[BaseException] = []
 
     def run(rank: int) -> None:
         token = collectives.bind(collectives.RankBinding(world, rank, machine))
+        own = Kernel(kernel.fn, kernel.grid, kernel.options)  # so each rank keeps its own trace
         try:
-            results[rank] = simulate(kernel, target=target)(*arguments[rank], **kwargs)
+            results[rank] = simulate(own, target=target)(*arguments[rank], **kwargs)
+            traces[rank] = own.last_trace
             world.finish(rank)
         except BaseException as error:  # re-raised in the caller's thread below
             failures.append(error)
@@ -49,7 +68,7 @@ def launch(kernel, ranks: int, args: Sequence | Callable[[int], tuple], *, targe
         thread.join()
     if failures:
         raise failures[0]
-    return results
+    return LaunchResults(results, traces, target)
 
 
 def launch_distributed(kernel, *args, target: str = "trn2", instance: str | None = None, **kwargs):

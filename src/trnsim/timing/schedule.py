@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trnsim.core.isa import MATMUL, Engine
+from trnsim.core.isa import MATMUL, Engine, Opcode
 from trnsim.core.runtime import current as current_runtime
 from trnsim.core.trace import Instruction, Trace
 from trnsim.errors import ConfigError
@@ -153,15 +153,17 @@ class _Lanes:
         return base + free.index(fitting)
 
 
-def schedule(trace: Trace, target: str | CoreSpec | None = None) -> Timeline:
-    """Time `trace` on `target` (default: the target it was recorded for)."""
+def schedule(trace: Trace, target: str | CoreSpec | None = None, *,
+             not_before: dict[int, float] | None = None) -> Timeline:
+    """Time `trace` on `target` (default: the target it was recorded for). `not_before` holds
+    instructions that wait for other ranks: index -> the earliest second they may start."""
     # The loop makes many small lists and tuples and no reference cycles; the cyclic collector
     # would rescan them again and again (it doubled the time on 100k-instruction traces).
     with current_runtime().gc_paused():
-        return _schedule(trace, target)
+        return _schedule(trace, target, not_before or {})
 
 
-def _schedule(trace: Trace, target: str | CoreSpec | None) -> Timeline:
+def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int, float]) -> Timeline:
     target = trace.target if target is None else target
     core = core_spec(target)
     costs = _Costs(core)
@@ -184,8 +186,9 @@ def _schedule(trace: Trace, target: str | CoreSpec | None) -> Timeline:
             params, latency, seconds = costs.lookup(ins, kind)
         ready += latency  # a DMA's descriptor and semaphore: data moves only after them
         engine = ins.engine
-        if engine is dma:
-            lane = lanes.dma(ins, ready)
+        if engine is dma:  # a collective runs on the collective cores' stream, beside the queues
+            collective = ins.opcode is Opcode.COLLECTIVE
+            lane = lanes.lane(dma, ins.core, "_cc") if collective else lanes.dma(ins, ready)
         else:
             lane = engine_lanes.get((engine, ins.core))
             if lane is None:
@@ -199,6 +202,8 @@ def _schedule(trace: Trace, target: str | CoreSpec | None) -> Timeline:
             waited_on[index] = blocker
         else:
             waited_on[index] = last[lane]
+        if not_before and not_before.get(index, 0.0) > start:  # the other ranks come later
+            start = not_before[index]
         end = start + seconds
         free[lane], last[lane] = end, index
         lane_of[index], start_s[index], end_s[index] = lane, start, end
