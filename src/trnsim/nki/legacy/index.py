@@ -52,7 +52,9 @@ class IndexExpr:
     def __neg__(self): return IndexExpr(-self.values)
 
     def _compare(self, other, op) -> Predicate:
-        return Predicate(op(self.values, _values(other)))
+        """A predicate that remembers `self - other` and the comparison (`nisa.affine_select`)."""
+        difference = np.subtract(self.values, _values(other))
+        return Predicate(op(self.values, _values(other)), (difference, op.__name__))
 
     def __lt__(self, other): return self._compare(other, np.less)
     def __le__(self, other): return self._compare(other, np.less_equal)
@@ -66,10 +68,11 @@ class IndexExpr:
 class Predicate:
     """`mask=` value: which iterations run; combine with & | ~."""
 
-    __slots__ = ("values",)
+    __slots__ = ("values", "comparison")
 
-    def __init__(self, values):
+    def __init__(self, values, comparison=None):
         self.values = np.asarray(values, dtype=bool)
+        self.comparison = comparison  # (lhs - rhs values, numpy comparison name) of a single comparison
 
     def __and__(self, other): return Predicate(self.values & _values(other))
     def __rand__(self, other): return Predicate(_values(other) & self.values)

@@ -176,9 +176,12 @@ def bn_aggr(data, mask=None, dtype=None, **kwargs) -> Tile:
 
 
 def max8(src, mask=None, dtype=None, **kwargs) -> Tile:
-    call = Call([], _checked_mask(mask, src), (src.shape[0], 8))
-    tile, dst = call.output(result_dtype(dtype, src))
-    nisa06.max8(dst=dst, src=_plain(src))
+    """The 8 largest values of each partition (of the masked columns, with a mask)."""
+    call = Call([src], mask)
+    tile = new_tile((src.shape[0], 8), result_dtype(dtype, src))
+    rows = call.box[0] if call.box is not None else slice(None)
+    if not call.empty:
+        nisa06.max8(dst=tile.base[rows], src=call.view(src))
     return tile
 
 
@@ -232,6 +235,24 @@ def iota(expr, dtype, mask=None, **kwargs) -> Tile:
     return tile
 
 
+def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **kwargs) -> Tile:
+    """on_true_tile where `pred` (one comparison of affine index expressions) holds, else the value."""
+    comparison = getattr(pred, "comparison", None)
+    if comparison is None:
+        raise ShapeError(f"pred={pred!r} is not one comparison of index expressions",
+                         hint="write it as e.g. (i_f < i_p) with i_p, i_f from nl.arange / nl.mgrid")
+    difference, cmp_op = comparison
+    call = Call([on_true_tile], _checked_mask(mask, on_true_tile))
+    values = np.broadcast_to(difference, call.shape)
+    steps = affine_steps(values, "affine_select's predicate")
+    tile, dst = call.output(result_dtype(dtype, on_true_tile))
+    pattern = [[step, n] for step, n in zip(steps[1:], call.shape[1:], strict=True)]
+    nisa06.affine_select(dst=dst, pattern=pattern, channel_multiplier=steps[0],
+                         on_true_tile=call.view(on_true_tile), on_false_value=on_false_value, cmp_op=cmp_op,
+                         offset=int(values.flat[0]))
+    return tile
+
+
 def dma_copy(dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown,
              **kwargs):
     if dst_rmw_op is not None:
@@ -281,10 +302,10 @@ def range_select(on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=re
     """Elements whose free index lies in the bounds keep their value, the others on_false_value."""
     from trnsim.nki.legacy.language import fp32
     return _compute(nisa06.range_select, None, dtype or on_true_tile.dtype, mask,
-                    shape=tuple(on_true_tile.shape),
+                    shape=tuple(on_true_tile.shape), columns=("bound0", "bound1", "reduce_res"),
                     on_true_tile=_plain(on_true_tile), comp_op0=comp_op0, comp_op1=comp_op1,
-                    bound0=_plain(bound0), bound1=_plain(bound1), reduce_cmd=reduce_cmd,
-                    reduce_res=_plain(reduce_res), reduce_op=reduce_op, range_start=range_start,
+                    bound0=bound0, bound1=bound1, reduce_cmd=reduce_cmd, reduce_res=_plain(reduce_res),
+                    reduce_op=reduce_op, range_start=range_start,
                     on_false_value=fp32.min if on_false_value is None else on_false_value)
 
 

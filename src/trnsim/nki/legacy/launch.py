@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 
+from trnsim.core.isa import Memory
 from trnsim.errors import ConfigError, SourceLoc
 from trnsim.nki.jit import Kernel, TensorSpec, _launch_grid, resolve_target, run
 from trnsim.nki.jit import trace as trace06
@@ -62,8 +63,21 @@ def _as_tiles(fn):
     def body(*args, **kwargs):
         args = [Tile(a) if isinstance(a, NkiTensor) else a for a in args]
         kwargs = {k: Tile(v) if isinstance(v, NkiTensor) else v for k, v in kwargs.items()}
-        return unwrap(fn(*args, **kwargs))
+        return _in_hbm(unwrap(fn(*args, **kwargs)))
     return body
+
+
+def _in_hbm(result):
+    """Results as HBM tensors: the old simulator handed back a returned SBUF/PSUM tile's values,
+    so such a tile is stored into a new shared HBM tensor (the DMA a kernel would write)."""
+    if isinstance(result, tuple | list):
+        return type(result)(_in_hbm(r) for r in result)
+    if isinstance(result, NkiTensor) and result.storage.memory is not Memory.HBM:
+        from trnsim.nki.legacy import language
+        out = language.ndarray(result.shape, result.dtype, buffer=language.shared_hbm)
+        language.store(out, Tile(result))
+        return out.base
+    return result
 
 
 class Latency:

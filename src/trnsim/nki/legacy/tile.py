@@ -116,7 +116,10 @@ class Indexed(_Operators):
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(np.broadcast_shapes(*(a.shape for a in key_arrays(self.keys, self.tile.shape))))
+        keys = self.keys
+        if keys and isinstance(keys[0], Tile | Indexed):  # one row per index: as a [rows, 1] expression
+            keys = (IndexExpr(np.zeros((keys[0].shape[0], 1), np.int64)), *keys[1:])
+        return tuple(np.broadcast_shapes(*(a.shape for a in key_arrays(keys, self.tile.shape))))
 
     dtype = property(lambda self: self.tile.dtype)
     buffer = property(lambda self: self.tile.buffer)
