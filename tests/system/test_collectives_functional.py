@@ -222,8 +222,8 @@ REFUSALS = {
     "channel ids": (lambda x: ncc.collective_permute_implicit([[staged(x)]], [[hbm(x.shape, x.dtype, "d")]],
                                                               group_of(2), channel_ids=[1]),
                     ArgumentError, "consecutive from 0"),
-    "variable sizes": (lambda x: ncc.all_gather_v([staged(x)], [staged(x)], group_of(2), staged(x)),
-                       UnsupportedError, "all_gather_v"),
+    "variable sizes rdispls": (lambda x: ncc.all_gather_v([staged(x)], [staged(x)], group_of(2), staged(x),
+                                                          has_rdispls=True), UnsupportedError, "has_rdispls"),
 }
 
 
@@ -309,3 +309,80 @@ def test_one_timeline_holds_each_collective_for_its_slowest_rank(tmp_path):
     assert joint.waits_s[0] > 0 and joint.waits_s[3] == pytest.approx(0, abs=1e-12)
     assert joint.latency_s == pytest.approx(max(t.latency_s for t in joint.timelines))
     assert joint.write(tmp_path / "ranks.json").stat().st_size > 1000
+
+
+@nki.jit
+def gather_v_kernel(input, metadata, group, out_size):
+    meta = hbm(metadata.shape, metadata.dtype, "meta")
+    nisa.dma_copy(dst=meta, src=metadata)
+    dst = hbm((out_size,), input.dtype, "dst")
+    ncc.all_gather_v(srcs=[staged(input)], dsts=[dst], replica_group=group, metadata_tensor=meta)
+    return returned(dst), returned(meta)
+
+
+def test_all_gather_v_sends_each_ranks_chunk_into_equal_slots():
+    ranks, slot = 4, 6
+    xs = [np.arange(8, dtype=np.float32) + 100 * r for r in range(ranks)]
+    counts = [1, 3, 6, 2]  # rank r sends xs[r][r : r + counts[r]]
+
+    def metadata(rank):
+        table = np.zeros((3, ranks), np.uint32)
+        table[0, 0], table[1, 0] = counts[rank], rank
+        return table
+
+    results = system.launch(gather_v_kernel, ranks,
+                            lambda r: (xs[r], metadata(r), group_of(ranks), slot * ranks))
+    for out, meta in results:
+        for sender in range(ranks):
+            chunk = out[sender * slot:sender * slot + counts[sender]]
+            assert np.array_equal(chunk, xs[sender][sender:sender + counts[sender]])
+        assert list(meta[2]) == counts
+
+
+@nki.jit
+def to_all_v_kernel(input, metadata, group, out_size):
+    meta = hbm(metadata.shape, metadata.dtype, "meta")
+    nisa.dma_copy(dst=meta, src=metadata)
+    dst = hbm((out_size,), input.dtype, "dst")
+    zeros = nl.ndarray((1, out_size), dtype=input.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=zeros, value=0.0)
+    nisa.dma_copy(dst=dst, src=zeros)
+    ncc.all_to_all_v(srcs=[staged(input)], dsts=[dst], replica_group=group, metadata_tensor=meta,
+                     has_rdispls=metadata.shape[0] == 4)
+    return returned(dst)
+
+
+def _to_all_v(ranks, group_lists, target, has_rdispls):
+    """Rank r sends j + 1 elements to the j-th member of its list, from offset 2j of its input."""
+    width = len(group_lists[0])
+    group = ncc.ReplicaGroup(group_lists)
+    xs = [np.arange(4 * width, dtype=np.float32) + 1000 * r for r in range(ranks)]
+
+    def metadata(rank):
+        table = np.zeros((4 if has_rdispls else 3, width), np.uint32)
+        table[0], table[1] = np.arange(1, width + 1), 2 * np.arange(width)
+        if has_rdispls:
+            table[3] = np.arange(width) * width  # packed: sender s's chunk at s * width
+        return table
+
+    results = system.launch(to_all_v_kernel, ranks, lambda r: (xs[r], metadata(r), group, width * width),
+                            target=target)
+    for members in group_lists:
+        for j, rank in enumerate(members):
+            for s, sender in enumerate(members):
+                chunk = results[rank][s * width:s * width + j + 1]
+                assert np.array_equal(chunk, xs[sender][2 * j:2 * j + j + 1])
+
+
+def test_all_to_all_v_between_nodes_and_on_neuronswitch():
+    _to_all_v(128, [[i, 64 + i] for i in range(64)], "trn2", has_rdispls=False)  # two trn2.48xlarge
+    _to_all_v(8, [list(range(8))], "trn3", has_rdispls=True)  # two Trn3 devices, whole
+
+
+def test_variable_collectives_refuse_what_nki_does():
+    table = np.zeros((3, 4), np.uint32)
+    with pytest.raises(UnsupportedError, match="inter-node rank-lists only"):
+        system.launch(to_all_v_kernel, 4, lambda r: (np.zeros(16, np.float32), table, group_of(4), 16))
+    with pytest.raises(UnsupportedError, match="4 ranks of one chip"):
+        system.launch(gather_v_kernel, 8, lambda r: (np.zeros(8, np.float32), np.zeros((3, 8), np.uint32),
+                                                     group_of(8), 48))

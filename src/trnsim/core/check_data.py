@@ -107,6 +107,8 @@ def _collective(ins: Instruction, core) -> None:
     size; along collective_dim all_gather multiplies it by g, reduce_scatter divides it by g, and
     all_to_all keeps the shape and splits that dim into g blocks."""
     kind, ranks, dim = ins.param("collective"), len(ins.param("group")), ins.param("collective_dim") or 0
+    if kind.endswith("_v"):  # flat buffers, sized by the metadata when it runs (EXECUTE)
+        return
     if len(ins.inputs) != len(ins.outputs):
         _fail(ShapeError, ins, f"{len(ins.inputs)} srcs but {len(ins.outputs)} dsts; they pair up one to one")
     for src, dst in zip(ins.inputs, ins.outputs, strict=True):

@@ -171,6 +171,9 @@ def _collective(ins: Instruction, io: Operands) -> None:
                 else:  # permute_implicit_reduce sends fp32 sums: rounded into dst's dtype
                     io.write(index, values.reshape(io.out(index).shape))
         return
+    if kind.endswith("_v"):
+        _variable_collective(ins, io)
+        return
     me, ranks = ins.param("group").index(ins.param("rank")), len(received)
     dim = ins.param("collective_dim") or 0
     for index in range(len(io.outputs)):
@@ -184,3 +187,20 @@ def _collective(ins: Instruction, io: Operands) -> None:
             blocks = parts if kind == "all_reduce" else [np.split(p, ranks, axis=dim)[me] for p in parts]
             total = alu.reduce(ins.param("op"), np.stack([b.astype(F32) for b in blocks]), axis=0)
             io.write(index, total.reshape(io.out(index).shape))
+
+
+def _variable_collective(ins: Instruction, io: Operands) -> None:
+    """all_gather_v / all_to_all_v: the chunk each rank of the group sent this one (flat elements)
+    lands at `recv_displs`; output 1, when present, is the metadata's recv_counts row."""
+    flat = np.array(io.out(0).array()).reshape(-1)
+    chunks = list(zip(ins.param("received"), ins.param("recv_displs"), strict=True))
+    for sender, (chunk, displ) in enumerate(chunks):
+        if not 0 <= displ <= flat.size - chunk.size:
+            raise hazard(ins, f"the {chunk.size} elements from rank {ins.param('group')[sender]} at offset "
+                         f"{displ} do not fit dst's {flat.size}", hint="check the metadata's counts")
+    for chunk, displ in chunks:
+        flat[displ:displ + chunk.size] = chunk
+    io.write_raw(0, flat)
+    counts = [chunk.size for chunk, _ in chunks]
+    if len(io.outputs) > 1:
+        io.write_raw(1, np.array(counts, io.out(1).array().dtype))

@@ -194,7 +194,8 @@ _TWO_OPS = {"op0": _ALU, "operand0": _SCALAR, "reverse0": _BOOL, "op1": _ALU_OPT
 _OP0 = Param(Kind.ALU_OR_UNARY)  # tensor_scalar(_reduce): op0 may be unary (CHECK: operand0, generation)
 _RAND2_BOUND = Param(Kind.NUMBER, first_generation=4)  # rand2(dst, min, max) issues RNG with bounds
 _ENGINE_NAMES = tuple(e.value for e in Engine) + ("unknown", "gpsimd_dma")
-COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "permute")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "permute", "all_gather_v",
+               "all_to_all_v")
 """What one COLLECTIVE instruction does (nki.collectives; permute covers the implicit ring ones)."""
 
 SPECS: dict[Opcode, InstructionSpec] = {s.opcode: s for s in (
@@ -281,7 +282,8 @@ SPECS: dict[Opcode, InstructionSpec] = {s.opcode: s for s in (
           params={"collective": Param(Kind.CHOICE, choices=COLLECTIVES),
                   "op": Param(Kind.REDUCE, optional=True), "collective_dim": Param(Kind.INT, optional=True),
                   "priority": Param(Kind.INT, optional=True, low=0, high=3, first_generation=4),
-                  "group": _FRONT_END, "rank": _FRONT_END, "received": _FRONT_END}),
+                  "group": _FRONT_END, "rank": _FRONT_END, "received": _FRONT_END,
+                  "recv_displs": _FRONT_END}),
 )}
 
 # Groups by what the instruction does, for rules that treat a family alike.

@@ -158,15 +158,93 @@ def rank_id(name=None) -> VirtualRegister:
 
 def all_gather_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known=False, has_rdispls=False,
                  priority=None, name=None) -> None:
-    raise UnsupportedError("nki.collectives.all_gather_v is not emulated yet (documented limits: LNC=2, "
-                           "4 ranks per rank-list)", what="nki.collectives.all_gather_v",
-                           hint="see docs/collectives.md")
+    """Each rank's src[send_displ : send_displ + send_count] (metadata rows 0 and 1, first column) goes
+    to every rank, landing in equal slots of dst; row 2 receives the counts unless recv_counts_known.
+    Documented limits: LNC=2, 4 ranks of one chip per rank-list, no has_rdispls."""
+    call = "all_gather_v"
+    binding = _binding(call)
+    if has_rdispls:
+        raise UnsupportedError("all_gather_v(has_rdispls=True) is not supported (NKI's documented limit)",
+                               what="nki.collectives.all_gather_v has_rdispls")
+    group = _replica_group(replica_group, call).group_of(binding.rank, call)
+    chips = {(place.system, place.node, place.chip) for place in map(binding.machine.place, group)}
+    if binding.machine.lnc != 2 or len(group) != 4 or len(chips) != 1:
+        raise UnsupportedError("all_gather_v runs only under LNC=2 on rank-lists of the 4 ranks of one chip",
+                               what="nki.collectives.all_gather_v replica group")
+    _variable(call, srcs, dsts, group, metadata_tensor, recv_counts_known, has_rdispls, priority, name)
 
 
 def all_to_all_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known=False, has_rdispls=False,
                  priority=None, name=None) -> None:
-    raise UnsupportedError("nki.collectives.all_to_all_v is not emulated yet",
-                           what="nki.collectives.all_to_all_v", hint="see docs/collectives.md")
+    """Rank r sends src[send_displs[j] : + send_counts[j]] to the j-th rank of its list (metadata rows
+    0 and 1); chunks land at recv_displs (row 3, has_rdispls, NeuronSwitch only) or in equal slots;
+    row 2 receives the counts unless recv_counts_known. Documented limits: on NeuronSwitch, LNC=2,
+    several devices, whole devices per list; elsewhere inter-node lists (one rank per node)."""
+    call = "all_to_all_v"
+    binding = _binding(call)
+    group = _replica_group(replica_group, call).group_of(binding.rank, call)
+    machine = binding.machine
+    places = [machine.place(rank) for rank in group]
+    if machine.fabric.layout == "switch":
+        devices = {(p.system, p.node, p.chip) for p in places}
+        whole = len(group) == len(devices) * machine.ranks_per_chip
+        if machine.lnc != 2 or len(devices) < 2 or not whole:
+            raise UnsupportedError("all_to_all_v on NeuronSwitch needs LNC=2 and rank-lists of whole devices "
+                                   "(every rank of each), more than one", what="nki.collectives.all_to_all_v")
+    else:
+        nodes = {(p.system, p.node) for p in places}
+        if len(nodes) != len(group) or len({(p.chip, p.core) for p in places}) != 1:
+            raise UnsupportedError("all_to_all_v here supports inter-node rank-lists only (same-indexed "
+                                   "ranks of different nodes)", what="nki.collectives.all_to_all_v")
+        if has_rdispls:
+            raise UnsupportedError("all_to_all_v(has_rdispls=True) is supported only on NeuronSwitch (trn3)",
+                                   what="nki.collectives.all_to_all_v has_rdispls")
+    _variable(call, srcs, dsts, group, metadata_tensor, recv_counts_known, has_rdispls, priority, name)
+
+
+def _variable(call, srcs, dsts, group, metadata, recv_counts_known, has_rdispls, priority, name) -> None:
+    """The shared path of the _v collectives: read this rank's metadata, send its chunks, issue."""
+    binding = _binding(call)
+    srcs, dsts = _tensors(srcs, "srcs", call), _tensors(dsts, "dsts", call)
+    [meta] = _tensors(metadata, "metadata_tensor", call)
+    if len(srcs) != 1 or len(dsts) != 1:
+        raise ArgumentError(f"{call} takes exactly one src and one dst tensor", op=f"nki.collectives.{call}")
+    _check_placement(call, call, srcs + dsts + [meta], None)
+    rows = 4 if has_rdispls else 3
+    if str(meta.dtype) != "uint32" or meta.size != rows * len(group):
+        raise ArgumentError(f"metadata_tensor must be uint32 with {rows} rows of {len(group)} (one per "
+                            f"rank), got {meta.dtype} {list(meta.shape)}", op=f"nki.collectives.{call}")
+    running = backend.core()
+    received = displs = None
+    outputs = (dsts[0],) if recv_counts_known else (dsts[0], _row(meta, 2))
+    if running.with_values:
+        running.flush()
+        table = np.asarray(meta.array()).reshape(rows, len(group)).astype(np.int64)
+        source = np.asarray(srcs[0].array()).reshape(-1)
+        me = group.index(binding.rank)
+        if call == "all_gather_v":
+            sent = _chunk(source, table[1, 0], table[0, 0], call)
+        else:
+            sent = tuple(_chunk(source, table[1, j], table[0, j], call) for j in range(len(group)))
+        everyone = binding.world.gather(binding.rank, sent)
+        received = tuple(everyone[r] if call == "all_gather_v" else everyone[r][me] for r in group)
+        slot = dsts[0].size // len(group)
+        displs = tuple(int(table[3, s]) if has_rdispls else s * slot for s in range(len(group)))
+    params = {"collective": call, "group": group, "rank": binding.rank, "priority": priority,
+              "received": received, "recv_displs": displs}
+    running.issue(Opcode.COLLECTIVE, outputs, (srcs[0], meta), params, name=name or "")
+
+
+def _chunk(flat: np.ndarray, displ: int, count: int, call: str) -> np.ndarray:
+    if not 0 <= displ <= displ + count <= flat.size:
+        raise ArgumentError(f"metadata asks for elements {displ}..{displ + count} of a src of {flat.size}",
+                            op=f"nki.collectives.{call}")
+    return flat[displ:displ + count].copy()
+
+
+def _row(meta: NkiTensor, row: int) -> NkiTensor:
+    """Row `row` of the metadata (HBM: (rows, ranks); SBUF: (1, rows, ranks))."""
+    return meta[row:row + 1, :] if len(meta.shape) == 2 else meta[0:1, row, :]
 
 
 def _collective(call: str, srcs, dsts, replica_group, *, op=None, dim=None, priority=None, name=None,
