@@ -180,8 +180,10 @@ def _bounds(key, size: int) -> tuple[int, int, int]:
 def mask_box(mask: Predicate | None, shape: tuple[int, ...]) -> tuple[slice, ...] | None:
     """The rectangle of iterations of `shape` that `mask` keeps (None: no mask, all of them).
     The old compiler turns a mask into access-pattern bounds, so a mask must cut a rectangle."""
-    if mask is None:
+    if mask is None or mask is True or mask is np.True_:  # a condition known when tracing: all or nothing
         return None
+    if mask is False or mask is np.False_:
+        return tuple(slice(0, 0) for _ in shape)
     if not isinstance(mask, Predicate):
         raise ShapeError(f"mask={mask!r} is not a predicate of index expressions",
                          hint="build masks from nl.arange/nl.mgrid values, e.g. (i_p < 64) & (i_f < 256)")

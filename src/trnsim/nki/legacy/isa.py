@@ -25,30 +25,12 @@ from trnsim.nki.isa import (  # noqa: F401 - enums and queries the old nisa shar
 )
 from trnsim.nki.legacy.index import IndexExpr
 from trnsim.nki.legacy.language import _copy_into, _plain, _whole_mask
-from trnsim.nki.legacy.operands import Call, is_tile, new_tile, result_dtype
+from trnsim.nki.legacy.operands import Call, PendingMatmul, in_sbuf, is_tile, new_tile, result_dtype
 from trnsim.nki.legacy.tile import Tile, affine_steps
 
 tensor_engine, vector_engine = engine.tensor, engine.vector
 scalar_engine, gpsimd_engine = engine.scalar, engine.gpsimd
 unknown_engine = engine.unknown
-
-
-class PendingMatmul:
-    """A matmul not issued yet: its PSUM destination is chosen by how the result is used."""
-
-    def __init__(self, stationary, moving, params: dict):
-        self.stationary, self.moving, self.params = stationary, moving, params
-        double_row = params["perf_mode"] == "double_row" and len(moving.shape) == 3  # K as [P, 2]
-        self.shape = (stationary.shape[-1], moving.shape[-1] if double_row else math.prod(moving.shape[1:]))
-        self.dtype = "float32"
-
-    def issue(self, dst, accumulate) -> None:
-        nisa06.nc_matmul(dst, self.stationary, self.moving, accumulate=accumulate, **self.params)
-
-    def materialize(self):
-        tile = new_tile(self.shape, self.dtype, dtypes.PSUM)
-        self.issue(tile.base, accumulate=None)
-        return tile.base
 
 
 _PERF_MODES = {"double_row_gen3": "double_row"}
@@ -248,8 +230,8 @@ def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **k
     tile, dst = call.output(result_dtype(dtype, on_true_tile))
     pattern = [[step, n] for step, n in zip(steps[1:], call.shape[1:], strict=True)]
     nisa06.affine_select(dst=dst, pattern=pattern, channel_multiplier=steps[0],
-                         on_true_tile=call.view(on_true_tile), on_false_value=on_false_value, cmp_op=cmp_op,
-                         offset=int(values.flat[0]))
+                         on_true_tile=in_sbuf(call.view(on_true_tile)), on_false_value=on_false_value,
+                         cmp_op=cmp_op, offset=int(values.flat[0]))
     return tile
 
 

@@ -39,7 +39,7 @@ from trnsim.nki.language import (  # noqa: F401 - the names the old nl shares wi
     uint32,
 )
 from trnsim.nki.legacy.index import Predicate, arange, mgrid, par_dim  # noqa: F401
-from trnsim.nki.legacy.operands import Call, is_tile, new_tile
+from trnsim.nki.legacy.operands import Call, PendingMatmul, PendingReduce, in_sbuf, is_tile, new_tile
 from trnsim.nki.legacy.tile import BlockTile, Indexed, Tile, unwrap, wrap
 from trnsim.nki.tensor import DynSlice
 
@@ -147,7 +147,7 @@ def store(dst, value, mask=None, **kwargs):
     """A tile (or number) -> `dst`, usually an HBM access."""
     call = Call([dst], mask)
     if not call.empty:
-        _copy_into(call.view(dst, broadcast=False), call.view(value))
+        _copy_into(call.view(dst, broadcast=False), call.source(value))
     return dst
 
 
@@ -156,11 +156,7 @@ def _copy_into(target, value, **dma) -> None:
     if not is_tile(value):
         nisa06.memset(dst=target, value=value)
     elif Memory.HBM in (target.storage.memory, value.storage.memory):
-        if value.storage.memory is Memory.PSUM:  # DMAs do not read PSUM: through SBUF, as compiled
-            staged = new_tile(value.shape, value.dtype).base
-            nisa06.tensor_copy(dst=staged, src=value, engine=nisa06.engine.vector)
-            value = staged
-        nisa06.dma_copy(dst=target, src=value, **dma)
+        nisa06.dma_copy(dst=target, src=in_sbuf(value), **dma)  # DMAs do not read PSUM
     else:
         nisa06.tensor_copy(dst=target, src=value, engine=nisa06.engine.vector)
 
@@ -172,11 +168,11 @@ def assign(target, value) -> None:
     pending = value.pending if isinstance(value, Tile) else None
     call = Call([target], None)
     view = call.view(target, broadcast=False)
-    if pending is not None and view.storage.memory is Memory.PSUM:
+    if pending is not None and pending.fits(view):
         value.pending = None
         pending.issue(view, accumulate=False)
         return
-    source = call.view(value)
+    source = call.source(value)
     if not _same_window(view, source):
         _copy_into(view, source)
 
@@ -227,8 +223,10 @@ def static_cast(input_data, dtype):
 
 
 def matmul(x, y, transpose_x=False, mask=None, **kwargs) -> Tile:
+    """x @ y (x given as [K, M] with transpose_x): a pending result, as nisa.nc_matmul's."""
     _whole_mask(mask, [], "nl.matmul")
-    return wrap(nl06.matmul(_plain(x), _plain(y), transpose_x))
+    stationary = _plain(x) if transpose_x else nl06.transpose(_plain(x))
+    return Tile(None, pending=PendingMatmul(stationary, _plain(y), {}))
 
 
 def transpose(x, dtype=None, mask=None, **kwargs) -> Tile:
@@ -247,6 +245,13 @@ def expand_dims(data, axis) -> Tile:
 def gather_flattened(data, indices, mask=None, dtype=None, **kwargs) -> Tile:
     _whole_mask(mask, [indices], "nl.gather_flattened")
     return wrap(nl06.gather_flattened(_plain(data), _plain(indices), dtype=dtype))
+
+
+def loop_reduce(x, op, loop_indices, dtype=None, mask=None, **kwargs) -> Tile:
+    """Reduce `x` into the tile this result is assigned to (`acc[...] = nl.loop_reduce(x, np.add, i)`)."""
+    _whole_mask(mask, [x], "nl.loop_reduce")
+    from trnsim.nki.legacy.isa import _op
+    return Tile(None, pending=PendingReduce(_plain(x), _op(op), dtype))
 
 
 def ds(start, size) -> DynSlice:
@@ -272,7 +277,7 @@ def _whole_mask(mask, operands, op: str) -> None:
                                what=f"{op} mask", hint="load or copy the masked part first")
 
 
-_OLD_ONLY = {"all_reduce": "nki.collectives in the NKI 0.6 API", "loop_reduce": "an explicit loop",
+_OLD_ONLY = {"all_reduce": "nki.collectives in the NKI 0.6 API",
              "atomic_rmw": "nisa.dma_compute in the NKI 0.6 API"}
 
 

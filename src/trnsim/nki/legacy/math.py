@@ -29,7 +29,8 @@ _REDUCTIONS = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multip
 
 def _is_column(value, shape) -> bool:
     """A [P, 1] tile against a wider [P, F] space: the per-partition scalar of tensor_scalar."""
-    return (is_tile(value) and len(shape) == 2 and tuple(value.shape) == (shape[0], 1) and shape[1] > 1)
+    return (is_tile(value) and len(shape) == 2 and tuple(value.shape) in ((shape[0], 1), (shape[0],))
+            and shape[1] > 1)
 
 
 def binary(name: str, x, y, dtype=None, mask=None, out: Tile | None = None):

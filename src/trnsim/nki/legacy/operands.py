@@ -7,11 +7,14 @@ operand and of the destination, and allocates the result tile the old compiler w
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from trnsim.core.isa import Memory
 from trnsim.errors import ArgumentError, ShapeError
 from trnsim.nki import backend, dtypes
+from trnsim.nki import isa as nisa06
 from trnsim.nki.legacy.index import mask_box, par_dim, partition_axis
 from trnsim.nki.legacy.tile import BlockTile, Indexed, Tile
 from trnsim.nki.tensor import NkiTensor
@@ -32,8 +35,9 @@ class Call:
     def __init__(self, operands, mask, shape=None):
         shapes = [shape_of(x) for x in operands if is_tile(x)]
         if shape is None:
-            try:
-                shape = tuple(np.broadcast_shapes(*shapes)) if shapes else ()
+            rank = max(map(len, shapes), default=0)
+            try:  # dims align from the partition dim: a [P] tile is the [P, 1] column
+                shape = tuple(np.broadcast_shapes(*(s + (1,) * (rank - len(s)) for s in shapes)))
             except ValueError:
                 raise ShapeError(f"operand shapes {[list(s) for s in shapes]} do not broadcast") from None
         self.shape = tuple(shape)
@@ -43,16 +47,27 @@ class Call:
     def view(self, value, broadcast: bool = True):
         """An operand as a view over this call's iterations (numbers pass through)."""
         if isinstance(value, Indexed):
-            return value.resolve(self.box)
+            rank = len(value.shape)
+            if rank == len(self.shape) or self.box is None:
+                return _padded(value.resolve(self.box), len(self.shape))
+            return _padded(value.resolve(self.box[:rank]), len(self.shape))
         if isinstance(value, Tile):
             value = value.base
         if not isinstance(value, NkiTensor):
             return value
+        value = _padded(value, len(self.shape))
         if broadcast and value.shape != self.shape and len(value.shape) == len(self.shape):
             value = value.broadcast_to(self.shape)
         if self.box is None:
             return value
         return value[tuple(b if n > 1 else slice(None) for b, n in zip(self.box, value.shape, strict=True))]
+
+    def source(self, value):
+        """The value a copy writes: broadcast to the call's shape, or, holding as many elements in
+        another shape, as it is (a [128, 256] tile stored into a [128, 4, 16, 4] tensor)."""
+        if self.box is None and is_tile(value) and math.prod(value.shape) == math.prod(self.shape):
+            return value.resolve() if isinstance(value, Indexed) else getattr(value, "base", value)
+        return self.view(value)
 
     def column(self, value):
         """A [P, 1] operand kept as a column (a per-partition scalar), cut to the box's rows."""
@@ -62,6 +77,67 @@ class Call:
         """A new result tile and the part of it this call writes."""
         tile = new_tile(self.shape if shape is None else shape, dtype, buffer)
         return tile, self.view(tile, broadcast=False)
+
+
+def in_sbuf(view):
+    """A PSUM view copied to a new SBUF tile (the copy the old compiler inserted before an
+    instruction that cannot read PSUM); any other operand unchanged."""
+    if not isinstance(view, NkiTensor) or view.storage.memory is not Memory.PSUM:
+        return view
+    staged = backend.new_tensor(view.shape, view.dtype, dtypes.SBUF)
+    nisa06.tensor_copy(dst=staged, src=view, engine=nisa06.engine.vector)
+    return staged
+
+
+def _padded(view, rank: int):
+    """A view of lower rank with size-1 dims appended (partition-first alignment)."""
+    while view is not None and view.ndim < rank:
+        view = view.expand_dim(view.ndim)
+    return view
+
+
+class PendingMatmul:
+    """A matmul not issued yet: its PSUM destination is chosen by how the result is used."""
+
+    def __init__(self, stationary, moving, params: dict):
+        self.stationary, self.moving, self.params = stationary, moving, params
+        double_row = params.get("perf_mode") == "double_row" and len(moving.shape) == 3  # K as [P, 2]
+        self.shape = (stationary.shape[-1], moving.shape[-1] if double_row else math.prod(moving.shape[1:]))
+        self.dtype = "float32"
+
+    def issue(self, dst, accumulate) -> None:
+        stationary, moving = in_sbuf(self.stationary), in_sbuf(self.moving)
+        nisa06.nc_matmul(dst, stationary, moving, accumulate=accumulate, **self.params)
+
+    def materialize(self):
+        tile = new_tile(self.shape, self.dtype, dtypes.PSUM)
+        self.issue(tile.base, accumulate=None)
+        return tile.base
+
+    @staticmethod
+    def fits(dst) -> bool:
+        return dst.storage.memory is Memory.PSUM
+
+
+class PendingReduce:
+    """`dst[...] = nl.loop_reduce(x, op, ...)`: dst = op(dst, x) once the destination is known
+    (the old API's reduction across loop iterations into the tile it is assigned to)."""
+
+    def __init__(self, data, op, dtype):
+        self.data, self.op = data, op
+        self.shape, self.dtype = tuple(data.shape), dtype or data.dtype
+
+    def issue(self, dst, accumulate) -> None:
+        nisa06.tensor_tensor(dst=dst, data1=dst, data2=in_sbuf(self.data), op=self.op)
+
+    def materialize(self):
+        tile = new_tile(self.shape, self.dtype)
+        nisa06.tensor_copy(dst=tile.base, src=self.data, engine=nisa06.engine.vector)
+        return tile.base
+
+    @staticmethod
+    def fits(dst) -> bool:
+        return dst.storage.memory is not Memory.HBM
 
 
 def new_tile(shape, dtype, buffer=None, name: str = "") -> Tile:
@@ -75,7 +151,7 @@ def new_tile(shape, dtype, buffer=None, name: str = "") -> Tile:
     element = dtypes.dtype(dtype)
     if axis:
         tile_shape = tuple(int(s) for s in shape[axis:])
-        return BlockTile(tuple(int(s) for s in shape[:axis]), tile_shape,
+        return BlockTile(tuple(int(s) for s in shape[:axis]), tile_shape, element.name, buffer,
                          lambda: Tile(backend.new_tensor(tile_shape, element, buffer, name)))
     return Tile(backend.new_tensor(tuple(int(s) for s in shape), element, buffer, name))
 

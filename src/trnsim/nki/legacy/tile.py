@@ -98,7 +98,8 @@ class Tile(_Operators):
         keys = key if isinstance(key, tuple) else (key,)
         if any(isinstance(k, IndexExpr | Tile | Indexed) for k in keys):
             return Indexed(self, keys)
-        return Tile(self.base[keys] if keys else self.base)
+        base = _widened(self.base, len(keys))
+        return Tile(base[keys] if keys else base)
 
     def __setitem__(self, key, value) -> None:
         from trnsim.nki.legacy import language
@@ -126,7 +127,7 @@ class Indexed(_Operators):
 
     def resolve(self, box: tuple[slice, ...] | None = None) -> NkiTensor | None:
         """The view of the iterations in `box` (all without one); None when the box is empty."""
-        base, keys = self.tile.base, self.keys
+        base, keys = _widened(self.tile.base, len(self.keys)), self.keys
         if keys and isinstance(keys[0], Tile | Indexed):
             return _indirect_rows(base, keys, box)
         return affine_view(base, key_arrays(keys, base.shape), box)
@@ -138,15 +139,24 @@ class Indexed(_Operators):
         raise ShapeError("an indexed tile cannot be indexed again", hint="index the tile once")
 
 
+def _widened(base: NkiTensor, rank: int) -> NkiTensor:
+    """An on-chip tile indexed with more keys than it has dims: a [P] tile is the [P, 1] column."""
+    while base.ndim < rank and base.storage.memory is not Memory.HBM:
+        base = base.expand_dim(base.ndim)
+    return base
+
+
 class BlockTile:
     """`nl.ndarray((n, nl.par_dim(128), 512))`: n tiles the old compiler allocated one by one (each
     lives as long as it is used), so a block tensor larger than SBUF or PSUM is fine when its blocks
     are not all in use at once. Integer keys on the block dims pick a tile, allocated on first use."""
 
-    __slots__ = ("blocks", "tile_shape", "make", "chosen", "made")
+    __slots__ = ("blocks", "tile_shape", "dtype", "buffer", "make", "chosen", "made")
 
-    def __init__(self, blocks: tuple[int, ...], tile_shape: tuple[int, ...], make, chosen=(), made=None):
-        self.blocks, self.tile_shape, self.make, self.chosen = blocks, tile_shape, make, chosen
+    def __init__(self, blocks: tuple[int, ...], tile_shape: tuple[int, ...], dtype: str, buffer, make,
+                 chosen=(), made=None):
+        self.blocks, self.tile_shape, self.dtype, self.buffer = blocks, tile_shape, dtype, buffer
+        self.make, self.chosen = make, chosen
         self.made = {} if made is None else made
 
     @property
@@ -174,7 +184,8 @@ class BlockTile:
             raise UnsupportedError("indexing block dims (before nl.par_dim) with anything but integers is "
                                    "not emulated", what="block-dim index", hint="use integer block indices")
         if free:
-            return BlockTile(self.blocks, self.tile_shape, self.make, tuple(chosen), self.made)
+            return BlockTile(self.blocks, self.tile_shape, self.dtype, self.buffer, self.make, tuple(chosen),
+                             self.made)
         tile = self.block(tuple(chosen))
         return tile[keys] if keys else tile
 
