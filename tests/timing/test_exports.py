@@ -12,7 +12,7 @@ from timing_builders import compute_bound_trace
 
 from trnsim.timing.perfetto import chrome_trace, write_atomic, write_chrome_trace
 from trnsim.timing.profile import profile_trace
-from trnsim.timing.report_html import report_html, timeline_data, write_report
+from trnsim.timing.report_html import OPCODE_COLOURS, report_html, timeline_data, write_report
 
 CHROMIUM = Path("/usr/bin/chromium")
 MATMULS = 8
@@ -88,13 +88,13 @@ def test_the_report_renders_one_bar_per_instruction_in_headless_chromium(results
     command = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu",
                "--disable-background-networking", "--disable-component-update", "--disable-sync",
                "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}",
-               "--window-size=1300,1300", "--virtual-time-budget=5000", page.as_uri()]
+               "--window-size=1300,2000", "--virtual-time-budget=5000", page.as_uri()]
     subprocess.run(command, check=True, capture_output=True, timeout=120,
                    env={**os.environ, "HOME": str(tmp_path)})
     pixels = image.imread(shot)
     assert (pixels[:, :, :3] < 0.9).any(axis=2).mean() > 0.02, "the screenshot is blank"
-    # bars are coloured by opcode in order of first use: dma_copy, nc_matmul, tensor_copy
-    dma, mm, copy = _rgb("#4e79a7"), _rgb("#f28e2b"), _rgb("#e15759")
+    # bars are coloured by opcode, one colour per opcode in every report
+    dma, mm, copy = (_rgb(OPCODE_COLOURS[name]) for name in ("dma_copy", "nc_matmul", "tensor_copy"))
     canvas = _canvas(pixels)
     mm_rows, copy_rows, dma_rows = (_rows(canvas, c) for c in (mm, copy, dma))
     assert mm_rows and copy_rows and dma_rows, "bars are missing"

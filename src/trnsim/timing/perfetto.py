@@ -27,6 +27,15 @@ def _metadata(pid: int, tid: int | None, name: str, value: str) -> dict:
     return event
 
 
+def operands_text(ins) -> str:
+    """Outputs <- inputs as dtype[partitions x free] memory, and the bytes a DMA moves."""
+    def region(r) -> str:
+        return f"{r.dtype}[{r.partition_count}x{r.elements_per_partition}] {r.memory.value}"
+    text = ", ".join(map(region, ins.outputs)) + " <- " + ", ".join(map(region, ins.inputs))
+    moved = max((r.bytes for r in ins.outputs + ins.inputs), default=0)
+    return f"{text}; {moved:,} B" if ins.engine.value == "dma" else text
+
+
 def trace_events(timeline: Timeline, pid: int, label: str) -> list[dict]:
     """The events of one timeline: track names first, then one "X" event per instruction."""
     events = [_metadata(pid, None, "process_name", label)]
@@ -41,7 +50,8 @@ def trace_events(timeline: Timeline, pid: int, label: str) -> list[dict]:
         events.append({"name": ins.opcode.value, "cat": ins.engine.value, "ph": "X",
                        "ts": starts[index], "dur": durations[index], "pid": pid,
                        "tid": lanes[index],
-                       "args": {"index": index, "where": str(ins.where) if ins.where else ""}})
+                       "args": {"index": index, "engine": ins.engine.value, "operands": operands_text(ins),
+                                "where": str(ins.where) if ins.where else ""}})
     return events
 
 

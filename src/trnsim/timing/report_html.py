@@ -3,20 +3,27 @@
 Everything is inline (styles, script, data), so the file opens anywhere, offline. The timeline
 is drawn on a canvas (one row per engine and DMA queue, one bar per instruction, at least one
 pixel wide), which stays responsive for traces of tens of thousands of instructions: the wheel
-zooms, dragging pans, hovering names the instruction and its kernel line.
+zooms, dragging pans, hovering shows the instruction (opcode, engine, operands, bytes, kernel
+line). Every opcode has one colour in every report (`OPCODE_COLOURS`); the page uses one time
+unit throughout, draws a time axis with ticks, underlines the critical path, and lists each DMA
+queue's busy time.
 
     >>> write_report({"trn1": (timeline, summary)}, "report.html", title="matmul")
 """
 
 from __future__ import annotations
 
+import colorsys
 import html
 import json
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
-from trnsim.timing.perfetto import write_atomic
+import numpy as np
+
+from trnsim.core.isa import Engine, Opcode
+from trnsim.timing.perfetto import operands_text, write_atomic
 from trnsim.timing.profile import Summary
 from trnsim.timing.schedule import Timeline
 
@@ -28,14 +35,38 @@ def _asset(name: str) -> str:
     return (_ASSETS / name).read_text(encoding="utf-8")
 
 
+def _opcode_colour(position: int) -> str:
+    """Golden-ratio hues: neighbouring opcodes of the enumeration get distant colours."""
+    red, green, blue = colorsys.hls_to_rgb((position * 0.618034) % 1.0, 0.5, 0.6)
+    return "#" + "".join(f"{round(c * 255):02x}" for c in (red, green, blue))
+
+
+OPCODE_COLOURS = {opcode.value: _opcode_colour(position) for position, opcode in enumerate(Opcode)}
+"""One colour per opcode, the same in every report (fixed by the opcode's place in `Opcode`)."""
+
+UNITS = (("ns", 1e-9), ("us", 1e-6), ("ms", 1e-3), ("s", 1.0))
+
+
+def page_unit(latencies_s) -> tuple[str, float]:
+    """The one time unit of a page: the largest in which its longest latency is at least 1."""
+    longest = max(latencies_s, default=0.0)
+    chosen = UNITS[0]
+    for unit in UNITS:
+        if longest >= unit[1]:
+            chosen = unit
+    return chosen
+
+
 def timeline_data(timeline: Timeline) -> dict:
     """The timeline in compact columns (nanoseconds, table indices) for the page's script."""
     ops: dict[str, int] = {}
     wheres: dict[str, int] = {}
-    op, where = [], []
+    details: dict[str, int] = {}
+    op, where, detail = [], [], []
     for ins in timeline.trace:
         op.append(ops.setdefault(ins.opcode.value, len(ops)))
         where.append(wheres.setdefault(str(ins.where) if ins.where else "", len(wheres)))
+        detail.append(details.setdefault(operands_text(ins), len(details)))
     start_ns = (timeline.start_s * 1e9).round(3)
     rank = timeline.lane_rank()
     names = [""] * len(rank)
@@ -43,8 +74,9 @@ def timeline_data(timeline: Timeline) -> dict:
         names[position] = timeline.lanes[lane]
     return {"lanes": names, "lane": [rank[lane] for lane in timeline.lane.tolist()],
             "start": start_ns.tolist(), "dur": (timeline.duration_s * 1e9).round(3).tolist(),
-            "op": op, "where": where, "ops": list(ops), "wheres": list(wheres),
-            "end": timeline.latency_s * 1e9}
+            "op": op, "where": where, "detail": detail, "ops": list(ops),
+            "colors": [OPCODE_COLOURS[name] for name in ops], "wheres": list(wheres),
+            "details": list(details), "critical": timeline.critical_path(), "end": timeline.latency_s * 1e9}
 
 
 def _row(cells: list, header: bool = False) -> str:
@@ -54,42 +86,62 @@ def _row(cells: list, header: bool = False) -> str:
     return "<tr>" + "".join(parts) + "</tr>"
 
 
-def summary_html(summary: Summary) -> str:
-    """The summary of one target as HTML tables."""
-    mfu = "-" if summary.mfu is None else f"{summary.mfu:.1%}"
+MFU_UNKNOWN = "- (needs the model's FLOPs, which only the caller knows: pass model_flops=)"
+
+
+def _dma_queues_html(timeline: Timeline, unit: tuple[str, float]) -> str:
+    """Busy time of each DMA queue that ran a transfer: one row per queue, never a sum of queues
+    longer than the kernel."""
+    name, scale = unit
+    busy = np.bincount(timeline.lane, weights=timeline.duration_s, minlength=len(timeline.lanes))
+    count = np.bincount(timeline.lane, minlength=len(timeline.lanes))
+    latency = timeline.latency_s or 1.0
+    rows = [_row(["DMA queue", "transfers", f"busy {name}", "busy %"], header=True)]
+    rows += [_row([timeline.lanes[k], int(count[k]), f"{busy[k] / scale:.4g}", f"{busy[k] / latency:.1%}"])
+             for k, (engine, _core) in enumerate(timeline.lane_engines) if engine is Engine.DMA and count[k]]
+    return f"<table class=\"queues\">{''.join(rows)}</table>" if len(rows) > 1 else ""
+
+
+def summary_html(summary: Summary, unit: tuple[str, float] = ("ms", 1e-3)) -> str:
+    """The summary of one target as HTML tables, times in `unit` (name, seconds)."""
+    name, scale = unit
+    mfu = MFU_UNKNOWN if summary.mfu is None else f"{summary.mfu:.1%}"
     hfu = "-" if summary.hfu is None else f"{summary.hfu:.1%}"
     if summary.unpublished_peaks:
         hfu = f"- (no published {', '.join(summary.unpublished_peaks)} peak)"
-    facts = [["latency", f"{summary.latency_s * 1e3:.4f} ms"],
+    facts = [["latency", f"{summary.latency_s / scale:.4f} {name}"],
              ["instructions", summary.instructions],
              ["DMA bytes", f"{summary.dma_bytes:,}"],
              ["DMA achieved", f"{summary.dma_bytes_per_s / 1e9:.1f} GB/s"],
              ["FLOPs (Tensor Engine)", f"{summary.flops:.4g}"],
              ["HFU", hfu], ["MFU", mfu],
-             ["critical path busy", f"{summary.critical_path_s * 1e3:.4f} ms"]]
+             ["critical path busy", f"{summary.critical_path_s / scale:.4f} {name}"]]
     rows = [_row(f) for f in facts]
-    engines = [_row(["engine", "instructions", "busy ms", "busy %"], header=True)]
-    engines += [_row([e.name, e.instructions, f"{e.busy_s * 1e3:.4f}", f"{e.busy_fraction:.1%}"])
+    engines = [_row(["engine", "instructions", f"busy {name}", "busy %"], header=True)]
+    engines += [_row([e.name, e.instructions, f"{e.busy_s / scale:.4f}", f"{e.busy_fraction:.1%}"])
                 for e in summary.engines.values()]
-    top = [_row(["kernel line", "opcode", "engine", "count", "total ms"], header=True)]
-    top += [_row([h.where, h.opcode, h.engine, h.count, f"{h.total_s * 1e3:.4f}"])
+    top = [_row(["kernel line", "opcode", "engine", "count", f"total {name}"], header=True)]
+    top += [_row([h.where, h.opcode, h.engine, h.count, f"{h.total_s / scale:.4f}"])
             for h in summary.top]
     return (f"<table>{''.join(rows)}</table><table>{''.join(engines)}</table>"
             f"<h3>Top instructions by time</h3><table>{''.join(top)}</table>")
 
 
 def report_html(results: Mapping[str, tuple[Timeline, Summary]], title: str = "trnsim") -> str:
-    """The whole page for `results` (label -> (timeline, summary))."""
+    """The whole page for `results` (label -> (timeline, summary)), in one time unit."""
+    unit = page_unit([timeline.latency_s for timeline, _summary in results.values()])
     sections, scripts = [], []
     for number, (label, (timeline, summary)) in enumerate(results.items()):
         data = json.dumps(timeline_data(timeline), separators=(",", ":")).replace("</", "<\\/")
         scripts.append(f'<script type="application/json" id="d{number}">{data}</script>')
         sections.append(f"<h2>{html.escape(label)} ({html.escape(summary.core)})</h2>"
-                        f"{summary_html(summary)}<h3>Timeline</h3>"
+                        f"{summary_html(summary, unit)}{_dma_queues_html(timeline, unit)}<h3>Timeline</h3>"
                         f'<canvas width="1200" data-src="d{number}"></canvas>')
     return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\">"
-            f"<title>{html.escape(title)}</title><style>{_asset('report.css')}</style></head><body>"
-            f"<h1>{html.escape(title)}</h1><p>Wheel: zoom. Drag: pan. Double-click: reset.</p>"
+            f"<title>{html.escape(title)}</title><style>{_asset('report.css')}</style></head>"
+            f'<body data-unit="{unit[0]}" data-unit-ns="{unit[1] * 1e9:g}">'
+            f"<h1>{html.escape(title)}</h1><p>Times in {unit[0]}. Wheel: zoom. Drag: pan. "
+            "Double-click: reset. Black underlines: the critical path.</p>"
             f"{''.join(sections)}<div id=\"tip\"></div>{''.join(scripts)}"
             f"<script>{_asset('report.js')}</script></body></html>")
 

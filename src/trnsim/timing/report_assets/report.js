@@ -1,10 +1,13 @@
 // Timeline of a trnsim report: one canvas per target, one row per engine or DMA queue,
-// one bar per instruction (at least one pixel wide). Data: a JSON block named by data-src.
-const PALETTE = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
-  "#ff9da7", "#9c755f", "#bab0ac", "#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#8c564b"];
+// one bar per instruction (at least one pixel wide), coloured by opcode (the same colour in
+// every report), the critical path underlined in black, a time axis with ticks in the page's
+// one unit. Data: a JSON block named by data-src; the unit: data-unit on <body>.
 const ROW = 18;
 const LEFT = 110;
+const AXIS = 22;
 const tip = document.getElementById("tip");
+const UNIT = document.body.dataset.unit || "us";
+const UNIT_NS = Number(document.body.dataset.unitNs || 1000);
 
 function drawRows(c, g, width) {
   c.data.lanes.forEach((name, k) => {
@@ -23,8 +26,31 @@ function drawBars(c, g, width) {
     const x = Math.max(LEFT, LEFT + (start - c.t0) / span * width);
     const x2 = Math.min(c.width, LEFT + (end - c.t0) / span * width);
     const barWidth = x2 - x > 3 ? x2 - x - 1 : Math.max(1, x2 - x);  // a gap between neighbours
-    g.fillStyle = PALETTE[d.op[i] % PALETTE.length];
+    g.fillStyle = d.colors[d.op[i]];
     g.fillRect(x, d.lane[i] * ROW + 2, barWidth, ROW - 4);
+    if (c.critical.has(i)) {  // the critical path: a black underline, the bar's colour kept
+      g.fillStyle = "#000";
+      g.fillRect(x, d.lane[i] * ROW + ROW - 4, barWidth, 3);
+    }
+  }
+}
+
+function tickStep(span) {
+  // a 1, 2 or 5 times a power of ten step giving about eight ticks across `span` (page units)
+  const rough = span / 8, power = Math.pow(10, Math.floor(Math.log10(rough)));
+  return [1, 2, 5, 10].map(m => m * power).find(step => step >= rough);
+}
+
+function drawAxis(c, g, width) {
+  const top = c.data.lanes.length * ROW, t0 = c.t0 / UNIT_NS, t1 = c.t1 / UNIT_NS;
+  const step = tickStep(t1 - t0);
+  g.fillStyle = "#222";
+  g.fillRect(LEFT, top, width, 1);
+  for (let t = Math.ceil(t0 / step) * step; t <= t1; t += step) {
+    const x = Math.round(LEFT + (t - t0) / (t1 - t0) * width);
+    g.fillRect(x, top, 1, 6);
+    const label = Number(t.toPrecision(6)) + " " + UNIT;
+    g.fillText(label, Math.min(x + 2, c.width - g.measureText(label).width - 2), top + 17);
   }
 }
 
@@ -35,10 +61,7 @@ function draw(c) {
   g.font = "11px sans-serif";
   drawRows(c, g, width);
   drawBars(c, g, width);
-  g.fillStyle = "#222";
-  g.fillText((c.t0 / 1e3).toFixed(2) + " us", LEFT + 2, c.height - 4);
-  const right = (c.t1 / 1e3).toFixed(2) + " us";
-  g.fillText(right, c.width - g.measureText(right).width - 4, c.height - 4);
+  drawAxis(c, g, width);
 }
 
 function pointAt(c, ev) {
@@ -55,7 +78,8 @@ function hover(c, ev) {
     }
   }
   if (found < 0) { tip.style.display = "none"; return; }
-  tip.textContent = `${d.ops[d.op[found]]} #${found}  ${(d.dur[found] / 1e3).toFixed(3)} us  ` +
+  tip.textContent = `${d.ops[d.op[found]]} #${found} on ${d.lanes[d.lane[found]]}: ` +
+    `${(d.dur[found] / UNIT_NS).toPrecision(4)} ${UNIT}  ${d.details[d.detail[found]]}  ` +
     d.wheres[d.where[found]];
   tip.style.left = (ev.clientX + 12) + "px";
   tip.style.top = (ev.clientY + 12) + "px";
@@ -73,7 +97,7 @@ function legend(c) {
   box.className = "legend";
   c.data.ops.forEach((name, k) => {
     const item = document.createElement("span");
-    item.innerHTML = `<i style="background:${PALETTE[k % PALETTE.length]}"></i>`;
+    item.innerHTML = `<i style="background:${c.data.colors[k]}"></i>`;
     item.append(name);
     box.append(item);
   });
@@ -82,8 +106,9 @@ function legend(c) {
 
 function setup(c) {
   c.data = JSON.parse(document.getElementById(c.dataset.src).textContent);
+  c.critical = new Set(c.data.critical);
   legend(c);
-  c.height = c.data.lanes.length * ROW + 16;
+  c.height = c.data.lanes.length * ROW + AXIS;
   let drag = null;
   c.addEventListener("wheel", ev => {
     ev.preventDefault();
