@@ -82,7 +82,7 @@ def test_forced_algorithm_and_its_refusals():
     assert system.collective_time("all_reduce", MIB, 16, algorithm="ring").algorithm == "ring"
     with pytest.raises(UnsupportedError, match="rdh does not run"):
         system.collective_time("all_reduce", MIB, 12, algorithm="rdh")  # 3 chips: not a power of two
-    with pytest.raises(UnsupportedError, match="hierarchical"):
+    with pytest.raises(UnsupportedError, match="nothing spans nodes"):
         system.collective_time("all_reduce", MIB, 16, algorithm="hier")
     with pytest.raises(ConfigError, match="unknown collective algorithm"):
         system.collective_time("all_reduce", MIB, 16, algorithm="tree")
@@ -141,3 +141,26 @@ def test_replica_groups_and_nodes():
     far = system.collective_time("all_gather", 64 * MIB, 8, group=[0, 1, 2, 3, 8, 9, 10, 11])  # chips 0, 2
     near = system.collective_time("all_gather", 64 * MIB, 8)  # chips 0, 1: neighbours
     assert far.seconds > near.seconds
+
+
+def test_hierarchical_beats_a_flat_ring_across_nodes_at_small_sizes():
+    """[S17]: hierarchical is the default; a flat ring pays an EFA hop on each of its 2(N-1) steps."""
+    for instance, ranks in (("trn2.48xlarge", 128), ("trn1.32xlarge", 64), ("Trn2 UltraServer", 512)):
+        hier = system.collective_time("all_reduce", 64 << 10, ranks, instance=instance)
+        flat = system.collective_time("all_reduce", 64 << 10, ranks, instance=instance, algorithm="flat")
+        assert hier.algorithm == "hier" and hier.seconds < flat.seconds / 10
+    large = system.collective_time("all_gather", 1 << 30, 128, algorithm="flat")
+    efa = system.fabric("trn2.48xlarge").network_bytes_per_s_per_node
+    assert large.busbw * 1e9 <= efa
+    with pytest.raises(UnsupportedError, match="nothing spans nodes"):
+        system.collective_time("all_reduce", MIB, 64, algorithm="flat")
+
+
+def test_trn3_switch_reaches_every_chip_in_one_hop():
+    """NeuronSwitch: a mesh step costs the same whatever the chip count, unlike the trn2 torus."""
+    small = [system.collective_time("all_gather", 8192, n, instance="Trn3 Gen1 UltraServer").seconds
+             for n in (8, 64)]
+    torus = [system.collective_time("all_gather", 8192, n, instance="trn2.48xlarge").seconds for n in (8, 64)]
+    assert small[0] == pytest.approx(small[1], rel=0.05) and torus[1] > torus[0] * 1.1
+    gen2 = system.collective_time("all_reduce", 256 * MIB, 32, instance="Trn3 Gen2 UltraServer")
+    assert [s.tier for s in gen2.stages] == ["node", "scale-up", "node"]  # 4 chips (16 ranks) a server

@@ -26,7 +26,7 @@ ALIASES = {"allr": "all_reduce", "allg": "all_gather", "redsct": "reduce_scatter
 """nccom-test's short names ([S18]) for the operations."""
 
 DTYPE_ALIASES = {"fp8": "float8_e4m3", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
-ALGORITHMS = ("mesh", "mesh1", "ring", "kangaring", "rdh", "hier")
+ALGORITHMS = ("mesh", "mesh1", "ring", "kangaring", "rdh", "hier", "flat")
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,9 @@ def collective_time(op: str, size_bytes: int, ranks: int, instance: str = "trn2.
     """Predicted time of one collective of `size_bytes` (nccom-test's size: the whole buffer)
     over `ranks` logical cores of `instance`; ranks beyond one system span more over EFA.
 
-    `algorithm` forces the algorithm inside a node (mesh, mesh1, ring, kangaring, rdh); None lets
-    the model choose as the runtime does. `lnc` defaults to the system's (2 on trn2/trn3).
+    `algorithm` forces the algorithm inside a node (mesh, mesh1, ring, kangaring, rdh), or across
+    nodes ("flat": one ring through all ranks); None lets the model choose as the runtime does.
+    `lnc` defaults to the system's (2 on trn2/trn3).
     `nodes` spreads the ranks evenly over that many nodes (nccom-test's -N); `group` names the
     ranks of one replica group instead (every group of a collective runs at the same time).
     """
@@ -126,10 +127,14 @@ def time_on(machine: Machine, op: str, size_bytes: int, ranks: int | Sequence[in
 def _stages(op: str, size: float, span: Span, machine: Machine, algorithm: str | None) -> list[Stage]:
     """The stages of `op` tier by tier: node, then the system's scale-up links, then EFA."""
     tiers = _tiers(span, machine)
-    if algorithm == "hier" and not tiers:
+    if algorithm in ("hier", "flat") and not tiers:
         raise UnsupportedError(f"{span.node_group.ranks} ranks in one node of {machine.fabric.name}: "
-                               "nothing is hierarchical", what="algorithm hier")
+                               f"nothing spans nodes", what=f"algorithm {algorithm}")
     group = span.node_group
+    if algorithm == "flat":
+        if op not in algorithms.REDUCING | {"all_gather"}:
+            raise UnsupportedError(f"a flat ring does not run {op}", what="algorithm flat")
+        return [_flat_ring(op, size, span, machine, tiers)]
     node = _node_stage(op, size, group, machine, algorithm)
     if not tiers:
         return [node]
@@ -144,6 +149,20 @@ def _stages(op: str, size: float, span: Span, machine: Machine, algorithm: str |
     if op == "permute":
         return [max([node, *(_tier_stage(tier, op, size) for tier in tiers)], key=lambda s: s.seconds)]
     return [node, *(_tier_stage(tier, op, size) for tier in tiers)]
+
+
+def _flat_ring(op: str, size: float, span: Span, machine: Machine, tiers: list[_Tier]) -> Stage:
+    """One ring through every rank of every node ([S17]: Neuron runs it only on trn1, for large
+    buffers). Each chip's NIC carries one of the parallel rings, so a node boundary passes the
+    node's whole link rate; every step waits for the slowest hop, the tier's latency."""
+    ranks = span.node_group.ranks * span.nodes * span.systems
+    ring = algorithms.node_stage(op, size, span.node_group, machine.fabric, machine.lnc, "ring")
+    node_busbw = algorithms.bus_factor(op, span.node_group.ranks) * size / ring.seconds
+    slowest = tiers[-1]
+    busbw = min(node_busbw, slowest.efficiency * slowest.bytes_per_s)
+    steps = (2 if op == "all_reduce" else 1) * (ranks - 1)
+    latency = machine.fabric.model.fixed_latency_s + steps * slowest.latency_s
+    return Stage("flat", op, "ring", latency + bus_factor(op, ranks) * size / busbw)
 
 
 def _node_stage(op: str, size: float, group: ChipGroup, machine: Machine, algorithm: str | None) -> Stage:
