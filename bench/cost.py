@@ -73,6 +73,13 @@ def _seconds(fn) -> float:
     return time.perf_counter() - start
 
 
+def _cpu_and_wall(fn):
+    """(result, CPU seconds of this process, wall seconds): a shared machine inflates the wall."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    result = fn()
+    return result, time.process_time() - cpu, time.perf_counter() - wall
+
+
 def agreement(target: str) -> dict[str, float]:
     errors = {}
     for family, args in AGREEMENT:
@@ -91,12 +98,12 @@ def main() -> None:
     cold = _seconds(lambda: cost.matmul(8192, 8192, 28672, target=args.target))
     warm = _seconds(lambda: cost.matmul(8192, 8192, 28672, target=args.target))
     current_runtime().reset()
-    started = time.perf_counter()
-    step_s, asked = step_costs(args.target)
+    (step_s, asked), step_cpu, step_wall = _cpu_and_wall(lambda: step_costs(args.target))
     result = {
         "target": args.target,
         "matmul_8192x8192x28672_s": {"first_call": round(cold, 4), "cached": round(warm, 6), "goal": 0.05},
-        "llama3_8b_step_s": {"cost_all_ops": round(time.perf_counter() - started, 3), "goal": 5.0,
+        "llama3_8b_step_s": {"cost_all_ops_cpu": round(step_cpu, 3), "cost_all_ops_wall": round(step_wall, 3),
+                             "goal": 5.0,
                              "distinct_calls": asked, "predicted_step_s": round(step_s, 3)},
     }
     if not args.skip_exact:
