@@ -15,7 +15,7 @@ from trnsim import __version__
 from trnsim.config import current
 from trnsim.errors import TrnsimError
 
-COMMANDS = ["specs", "compare", "run", "formats", "nccom"]
+COMMANDS = ["specs", "compare", "run", "formats", "nccom", "plan"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,8 +9,8 @@ Per-op times come from trnsim.cost, collective times from trnsim.system; see doc
 
 from trnsim.planner.machines import Machine, machine
 from trnsim.planner.models import Model, from_config, model, presets
-from trnsim.planner.serve import ServePlan, ServeResult, serve
-from trnsim.planner.train import TrainPlan, TrainResult, train
+from trnsim.planner.serving import ServePlan, ServeResult, serve
+from trnsim.planner.training import TrainPlan, TrainResult, train
 
 __all__ = ["Machine", "Model", "ServePlan", "ServeResult", "TrainPlan", "TrainResult", "from_config",
            "machine", "model", "presets", "serve", "train"]

@@ -82,20 +82,20 @@ def fitted_rows() -> set[str]:
 
 def predict(row: Row) -> float:
     """The planner's prediction of a row's metric, in the row's unit."""
-    from trnsim.planner import serve, train  # late: those modules read this one's constants
+    from trnsim.planner import serving, training  # late: those modules read this one's constants
 
     base, _, suffix = row.model.partition("-int8w")
     name = MODEL_NAMES[base]
     if row.kind == "train":
-        plan = train.TrainPlan(tp=row.tp, pp=row.pp, dp=row.dp, microbatch=row.microbatch,
+        plan = training.TrainPlan(tp=row.tp, pp=row.pp, dp=row.dp, microbatch=row.microbatch,
                                global_batch=row.global_batch, seq=row.seq_in,
                                precision=PRECISION_NAMES.get(row.precision, "bf16"),
                                zero="zero1" if row.tp * row.pp > 1 else "none")
-        return train.train(name, row.instance, row.nodes, plan).sequences_per_s
+        return training.train(name, row.instance, row.nodes, plan).sequences_per_s
     weights = "int8" if row.model.endswith("-int8w") else "bf16"
-    plan = serve.ServePlan(tp=row.tp, concurrency=row.microbatch, compiled_batch=row.global_batch,
+    plan = serving.ServePlan(tp=row.tp, concurrency=row.microbatch, compiled_batch=row.global_batch,
                            seq_in=row.seq_in, seq_out=row.seq_out, weights=weights)
-    result = serve.serve(name, row.instance, plan)
+    result = serving.serve(name, row.instance, plan)
     if row.metric.startswith("ttft"):
         return result.ttft_s * 1e3
     if row.metric.startswith(("tpot", "itl")):

@@ -10,6 +10,8 @@ first stage holds `pp` microbatches in flight (interleaving adds (pp-1)/(pp·v) 
 
 from __future__ import annotations
 
+import numpy as np
+
 from trnsim.planner.models import Model
 
 RECIPES = {
@@ -59,30 +61,30 @@ def layer_params_per_rank(model: Model, tp: int, ep: int) -> float:
     return attention + share * moe + (1 - share) * model.dense_ffn_params() / tp
 
 
-def params_per_rank(model: Model, tp: int, pp: int, ep: int) -> float:
-    """Weights of the largest pipeline stage on one rank (the first or last carries an embedding)."""
-    embedding = model.vocab * model.hidden / tp * (1 if pp > 1 else (1 if model.tied else 2))
-    return model.layers / pp * layer_params_per_rank(model, tp, ep) + embedding
+def params_per_rank(model: Model, tp, pp, ep):
+    """Weights of the largest pipeline stage on one rank (the first or last carries an embedding).
+    Scalars or numpy arrays of layouts."""
+    tables = np.where(pp > 1, 1, 1 if model.tied else 2)
+    return model.layers / pp * layer_params_per_rank(model, tp, ep) + model.vocab * model.hidden / tp * tables
 
 
-def breakdown(model: Model, *, tp: int, pp: int, dp: int, ep: int, microbatch: int, seq: int,
-              precision: str, zero: str, recompute: str, interleave: int,
-              capacity: float) -> dict[str, float]:
-    """Bytes per rank by kind: weights, gradients, optimizer, activations, buffers."""
+def breakdown(model: Model, *, tp, pp, dp, ep, microbatch, seq: int, precision: str, zero, recompute,
+              interleave, capacity: float) -> dict:
+    """Bytes per rank by kind: weights, gradients, optimizer, activations, buffers. The layout
+    arguments are scalars or numpy arrays (one entry per layout); `zero` and `recompute` are
+    indices into ZERO and RECOMPUTE."""
     weight_b, grad_b, optim_b, _ = RECIPES[precision]
     params = params_per_rank(model, tp, pp, ep)
-    shard_optimizer = dp if zero in ("zero1", "fsdp") else 1
-    shard_weights = dp if zero == "fsdp" else 1
-    in_flight = pp * (1 + (pp - 1) / (pp * interleave)) if pp > 1 else 1
+    fsdp, sharded = np.equal(zero, 2), np.greater_equal(zero, 1)
+    in_flight = np.where(pp > 1, pp * (1 + (pp - 1) / (pp * interleave)), 1)
+    kept = np.array([activation_bytes_per_token_layer(model, name, 1) for name in RECOMPUTE])[recompute]
     tokens = microbatch * seq
-    activations = (model.layers / pp * in_flight * tokens
-                   * activation_bytes_per_token_layer(model, recompute, tp))
-    logits = tokens * model.vocab / tp * 4  # fp32 logits for the loss on the last stage
-    gathered = 2 * layer_params_per_rank(model, tp, ep) * weight_b if zero == "fsdp" else 0
+    gathered = 2 * layer_params_per_rank(model, tp, ep) * weight_b
     return {
-        "weights": params * weight_b / shard_weights + gathered,
-        "gradients": params * grad_b / shard_weights,
-        "optimizer": params * optim_b / shard_optimizer,
-        "activations": activations,
-        "buffers": logits + 2 * tokens * model.hidden * 2 + RESERVED_FRACTION * capacity,
+        "weights": np.where(fsdp, params * weight_b / dp + gathered, params * weight_b),
+        "gradients": np.where(fsdp, params * grad_b / dp, params * grad_b),
+        "optimizer": np.where(sharded, params * optim_b / dp, params * optim_b),
+        "activations": model.layers / pp * in_flight * tokens * kept / tp,
+        # fp32 logits for the loss on the last stage, two activation-sized collective buffers, reserve
+        "buffers": tokens * (model.vocab / tp * 4 + 4 * model.hidden) + RESERVED_FRACTION * capacity,
     }

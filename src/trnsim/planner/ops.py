@@ -3,8 +3,9 @@ with per-rank shapes (tensor parallel `tp` splits heads and FFN; sequence parall
 norms and residuals; expert parallel `ep` splits experts).
 
 An op is (family, args, count): `count` copies of cost.<family>(*args). Backward passes are
-written as the same families: each matmul's two gradients are matmuls, attention's backward is
-`ATTENTION_BACKWARD` forwards, and a pointwise op's backward is two passes of it.
+written as the same families: a matmul's two gradients (input and weight) are two matmuls of the
+same size, costed as two of the forward one; attention's backward is `ATTENTION_BACKWARD`
+forwards, and a pointwise op's backward is two passes of it.
 """
 
 from __future__ import annotations
@@ -94,8 +95,7 @@ def backward(ops: list[Op]) -> list[Op]:
     grads = []
     for op in ops:
         if op.family == "matmul":
-            m, k, n = op.args
-            grads += [Op("matmul", (m, n, k), op.count), Op("matmul", (k, m, n), op.count)]
+            grads.append(Op("matmul", op.args, op.count * 2))
         elif op.family == "attention":
             grads.append(Op("attention", op.args, op.count * ATTENTION_BACKWARD))
         elif op.family != "embedding":

@@ -1,9 +1,9 @@
 """Seconds of ops and collectives on one rank of a Machine.
 
 Neuron: every op from trnsim.cost (fast tier) and every collective from
-trnsim.system.collective_time, memoised by shape. A logical core of `lnc` physical cores splits
-an op's work between them (seconds / lnc). GPUs: a roofline with achieved-fraction constants and
-an NCCL ring model (planner/gpu.py).
+trnsim.system.collective_time, memoised by shape (op costs also on disk: planner/opcache.py).
+A logical core of `lnc` physical cores splits an op's work between them (seconds / lnc).
+GPUs: a roofline with achieved-fraction constants and an NCCL ring model (planner/gpu.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 from functools import cache
 
 from trnsim import system
-from trnsim.planner import gpu
+from trnsim.errors import ShapeError
+from trnsim.planner import gpu, opcache
 from trnsim.planner.machines import Machine
 from trnsim.planner.ops import Op, flops, traffic
 
@@ -27,10 +28,29 @@ def dtype_of(precision: str, family: str) -> str:
     return MATMUL_DTYPES.get(precision, "bfloat16") if family == "matmul" else "bfloat16"
 
 
-@cache
+OPTIMIZER_CHUNK = 1 << 24
+"""AdamW over more parameters is costed as whole chunks of this many (a streaming op: linear)."""
+
+
+def _remembered(compute):
+    """Memoise a cost function in this process and on disk (planner/opcache.py)."""
+    @cache
+    def wrapper(*key):
+        text = repr((compute.__name__, *key))
+        found = opcache.lookup(text)
+        if found is None:
+            found = compute(*key)
+            opcache.remember(text, found)
+        return found
+    return wrapper
+
+
+@_remembered
 def _neuron_op(target: str, family: str, args: tuple, dtype: str) -> float:
     from trnsim import cost  # the op-cost library (imported late: it traces kernels on first use)
 
+    if family == "optimizer_step" and args[0] > OPTIMIZER_CHUNK:
+        return _neuron_op(target, family, (OPTIMIZER_CHUNK,), dtype) * args[0] / OPTIMIZER_CHUNK
     return getattr(cost, family)(*args, dtype=dtype, target=target, tier="fast").seconds
 
 
@@ -45,13 +65,23 @@ def op_seconds(machine: Machine, op: Op, precision: str) -> float:
     return op.count * _neuron_op(machine.target, op.family, args, dtype) / machine.lnc
 
 
-@cache
+@_remembered
 def _neuron_attention(target: str, args: tuple, dtype: str) -> float:
     from trnsim import cost
 
     batch, heads, q_len, kv_len, head_dim, kv_heads, causal = args
-    return cost.attention(batch, heads, q_len, kv_len, head_dim, kv_heads=kv_heads, causal=causal,
-                          dtype=dtype, target=target, tier="fast").seconds
+    try:
+        return cost.attention(batch, heads, q_len, kv_len, head_dim, kv_heads=kv_heads, causal=causal,
+                              dtype=dtype, target=target, tier="fast").seconds
+    except ShapeError:
+        if not (causal and q_len == kv_len and q_len % 2 == 0):
+            raise
+    # A causal square the fast tier cannot grid (seen at 8192): its two causal halves on the
+    # diagonal plus the full block below them, the same (query, key) pairs.
+    half = q_len // 2
+    diagonal = _neuron_attention(target, (batch, heads, half, half, head_dim, kv_heads, True), dtype)
+    below = _neuron_attention(target, (batch, heads, half, half, head_dim, kv_heads, False), dtype)
+    return 2 * diagonal + below
 
 
 def ops_seconds(machine: Machine, ops: list[Op], precision: str) -> float:

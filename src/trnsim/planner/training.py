@@ -122,9 +122,11 @@ def train(model_name, instance: str, nodes: int = 1, plan: TrainPlan | None = No
 
 
 def memory_of(mdl: Model, mach: Machine, plan: TrainPlan) -> dict[str, float]:
-    return memory.breakdown(mdl, tp=plan.tp, pp=plan.pp, dp=plan.dp, ep=plan.ep, microbatch=plan.microbatch,
-                            seq=plan.seq, precision=plan.precision, zero=plan.zero, recompute=plan.recompute,
-                            interleave=plan.interleave, capacity=mach.hbm_per_rank)
+    found = memory.breakdown(mdl, tp=plan.tp, pp=plan.pp, dp=plan.dp, ep=plan.ep, microbatch=plan.microbatch,
+                             seq=plan.seq, precision=plan.precision, zero=memory.ZERO.index(plan.zero),
+                             recompute=memory.RECOMPUTE.index(plan.recompute), interleave=plan.interleave,
+                             capacity=mach.hbm_per_rank)
+    return {kind: float(value) for kind, value in found.items()}
 
 
 def evaluate(mdl: Model, mach: Machine, nodes: int, plan: TrainPlan, price: float | None = None,
