@@ -8,6 +8,9 @@ they give the same bits.
 
     python bench/emulator.py [--size 2048] [--repeats 5]
 
+`legacy_value` times the same blocked matmul written in the old API (examples/legacy_matmul.py,
+trnsim.nki.legacy); `legacy_ratio` is its time over the NKI 0.6 kernel's (goal: at most 1.25).
+
 Times are medians of interleaved runs in one process (the baseline is measured in the same run),
 so machine load affects both sides alike; `ratio_range` gives the spread of the per-run ratios.
 The report names numpy's BLAS and OPENBLAS_CORETYPE: they set the baseline's speed.
@@ -28,6 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples"))
 
+from legacy_matmul import legacy_matmul_blocked  # noqa: E402
 from matmul import matmul_blocked  # noqa: E402
 
 import trnsim  # noqa: E402
@@ -78,14 +82,17 @@ def main(argv=None) -> int:
     def eager():
         with trnsim.config.override(eager=True):
             run(lhsT, rhs)
+    legacy = nki.simulate(legacy_matmul_blocked, target="trn2")
     run(lhsT, rhs)
     eager()
-    a32 @ b32  # warm-up all three
-    kernel_s, eager_s, numpy_s = [], [], []
+    legacy(lhsT, rhs)
+    a32 @ b32  # warm-up all four
+    kernel_s, eager_s, numpy_s, legacy_s = [], [], [], []
     for _ in range(args.repeats):
         kernel_s.append(timed(lambda: run(lhsT, rhs)))
         numpy_s.append(timed(lambda: a32 @ b32))
         eager_s.append(timed(eager))
+        legacy_s.append(timed(lambda: legacy(lhsT, rhs)))
     kernel, baseline = statistics.median(kernel_s), statistics.median(numpy_s)
     pairs = [k / b for k, b in zip(kernel_s, numpy_s, strict=True)]  # each run against its neighbour
     x = np.ones((128, 64), np.float32)
@@ -101,6 +108,8 @@ def main(argv=None) -> int:
         "ratio_range": [round(min(pairs), 3), round(max(pairs), 3)],
         "eager_ratio": round(statistics.median(eager_s) / baseline, 3),
         "instructions": len(matmul_blocked.last_trace),
+        "legacy_value": round(statistics.median(legacy_s), 4),
+        "legacy_ratio": round(statistics.median(legacy_s) / kernel, 3), "legacy_goal": "legacy_ratio <= 1.25",
         "small_tile_instructions_per_s": round(instructions / small_s),
         "small_tile_kernel": f"{instructions} tensor_scalar/dma instructions on [128, 64] fp32",
         "matmul_workers": blas.started_threads(),

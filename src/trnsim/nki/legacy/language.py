@@ -7,6 +7,8 @@ kernel gives the same bits in either API. The math calls live in legacy/math.py.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from trnsim.core.isa import Memory
@@ -89,6 +91,7 @@ def ndarray(shape, dtype, buffer=None, name: str = "", **kwargs) -> Tile:
 def full(shape, fill_value, dtype, buffer=None, name: str = "", **kwargs) -> Tile:
     tile = new_tile(shape, dtype, buffer, name)
     for block in tile.all_blocks() if isinstance(tile, BlockTile) else [tile]:
+        _note_values(block.base)
         nisa06.memset(dst=block.base, value=fill_value)
     return tile
 
@@ -153,6 +156,7 @@ def store(dst, value, mask=None, **kwargs):
 
 def _copy_into(target, value, **dma) -> None:
     """dst <- value: a DMA when either side is in HBM, else a Vector-engine copy; numbers memset."""
+    _note_values(target)
     if not is_tile(value):
         nisa06.memset(dst=target, value=value)
     elif Memory.HBM in (target.storage.memory, value.storage.memory):
@@ -190,16 +194,23 @@ def update(tile, op: str, value) -> None:
     view = Call([tile], None).view(tile, broadcast=False)
     if op == "add" and pending is not None and view.storage.memory is Memory.PSUM:
         value.pending = None
-        pending.issue(view, accumulate=True if _written(view) else None)
+        pending.issue(view, accumulate=True if view.storage in _PSUM_WITH_VALUES else None)
         return
     from trnsim.nki.legacy import math
+    _note_values(view)
     math.binary(op, tile, value, dtype=tile.dtype, out=tile)
 
 
-def _written(view) -> bool:
-    """Whether every element of an on-chip view holds a value (a run without values assumes so):
-    `psum += matmul` onto a fresh PSUM tile starts the sum, as the old compiler zeroed it."""
-    return view.storage.written is None or bool(view.written_mask().all())
+_PSUM_WITH_VALUES: weakref.WeakSet = weakref.WeakSet()
+"""PSUM buffers an instruction other than a matmul wrote (nl.zeros, a copy, ...). `psum += matmul`
+adds onto those (accumulate=True); onto any other PSUM it starts or continues the matmul group
+(accumulate=None), as the old compiler did for an accumulation into a fresh PSUM tile. Decided
+when the kernel issues the instruction, so deferred execution cannot change it."""
+
+
+def _note_values(view) -> None:
+    if is_tile(view) and view.storage.memory is Memory.PSUM:
+        _PSUM_WITH_VALUES.add(view.storage)
 
 
 def load_transpose2d(src, mask=None, dtype=None, **kwargs) -> Tile:

@@ -128,6 +128,8 @@ class PendingReduce:
         self.shape, self.dtype = tuple(data.shape), dtype or data.dtype
 
     def issue(self, dst, accumulate) -> None:
+        from trnsim.nki.legacy.language import _note_values
+        _note_values(dst)
         nisa06.tensor_tensor(dst=dst, data1=dst, data2=in_sbuf(self.data), op=self.op)
 
     def materialize(self):
