@@ -209,3 +209,42 @@ def test_enable_legacy_maps_neuronxcc_and_leaves_nki_alone():
     finally:
         compat.disable()
     assert "neuronxcc" not in sys.modules
+
+
+def test_psum_accumulation_starts_a_fresh_tile_and_adds_onto_zeros():
+    """`acc += nc_matmul(...)`: onto a fresh PSUM tile the group starts (accumulate=None); onto
+    nl.zeros it adds (accumulate=True). Decided at issue time, so every mode agrees."""
+    @nki.jit
+    def twice(a, zeroed):
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum) if zeroed else \
+            nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+        tile = nl.load(a)
+        for _ in nl.affine_range(2):
+            acc += nisa.nc_matmul(tile[:, 0:128], tile)
+        nl.store(out, value=acc)
+        return out
+    a = normal(128, 512)
+    for zeroed, flag in ((False, None), (True, True)):
+        np.testing.assert_allclose(twice(a, zeroed), 2 * (a[:, :128].T @ a), rtol=1e-4, atol=1e-3)
+        flags = [i.param("accumulate") for i in twice.last_trace if i.opcode.name == "MATMUL"]
+        assert flags == [flag, flag]
+
+
+def test_example_is_bit_identical_to_the_0_6_blocked_matmul():
+    import pathlib
+
+    import ml_dtypes
+    examples = str(pathlib.Path(__file__).resolve().parents[3] / "examples")
+    sys.path.insert(0, examples)
+    try:
+        with compat.enabled(legacy=True):
+            import legacy_matmul
+        import matmul
+    finally:
+        sys.path.remove(examples)
+    lhs_t = rng.standard_normal((256, 256)).astype(ml_dtypes.bfloat16)
+    rhs = rng.standard_normal((256, 1024)).astype(ml_dtypes.bfloat16)
+    old = nki06.simulate(legacy_matmul.legacy_matmul_blocked, target="trn2")(lhs_t, rhs)
+    new = nki06.simulate(matmul.matmul_blocked, target="trn2")(lhs_t, rhs)
+    np.testing.assert_array_equal(old.view(np.uint16), new.view(np.uint16))
