@@ -248,3 +248,18 @@ def test_example_is_bit_identical_to_the_0_6_blocked_matmul():
     old = nki06.simulate(legacy_matmul.legacy_matmul_blocked, target="trn2")(lhs_t, rhs)
     new = nki06.simulate(matmul.matmul_blocked, target="trn2")(lhs_t, rhs)
     np.testing.assert_array_equal(old.view(np.uint16), new.view(np.uint16))
+
+
+def test_masked_reduction_fills_the_rows_the_mask_keeps():
+    @nki.jit
+    def row_max(a):
+        out = nl.ndarray((a.shape[0], 1), dtype=a.dtype, buffer=nl.shared_hbm)
+        i_p, i_f = nl.arange(128)[:, None], nl.arange(a.shape[1])[None, :]
+        for i in nl.affine_range(2):
+            rows = i * 128 + i_p < a.shape[0]
+            tile = nl.load(a[i * 128 + i_p, i_f], mask=rows)
+            peak = nl.max(tile, axis=[1], keepdims=True, mask=rows)
+            nl.store(out[i * 128 + i_p, nl.arange(1)[None, :]], value=peak, mask=rows)
+        return out
+    a = normal(200, 64)
+    np.testing.assert_array_equal(row_max(a), a.max(axis=1, keepdims=True))

@@ -8,11 +8,11 @@ against each other, which is a stride-0 view here.
 
 from __future__ import annotations
 
-from trnsim.errors import ArgumentError
+from trnsim.errors import ArgumentError, UnsupportedError
 from trnsim.nki import calls
 from trnsim.nki import isa as nisa06
 from trnsim.nki import language as nl06
-from trnsim.nki.legacy.operands import Call, is_tile, result_dtype
+from trnsim.nki.legacy.operands import Call, is_tile, new_tile, result_dtype
 from trnsim.nki.legacy.tile import Tile, wrap
 
 _BINARY = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "fmod", "mod",
@@ -78,18 +78,36 @@ def _unary(name: str):
 
 
 def _delegate(function, name: str):
-    """A 0.6 `nl` call under the old convention: tiles in, a tile out, a mask that keeps all."""
+    """A 0.6 `nl` call under the old convention: tiles in, a tile out. A mask cuts the tile
+    operands to its rectangle; the result is then copied into the rectangle of a full-size tile."""
     def op(*args, mask=None, **kwargs):
-        from trnsim.nki.legacy.language import _plain, _whole_mask
-        _whole_mask(mask, [a for a in args if is_tile(a)][:1], f"nl.{name}")
-        result = function(*map(_plain, args), **{k: _plain(v) for k, v in kwargs.items()})
-        if result.ndim == 1 and result.buffer is not None and is_tile(args[0]) and len(args[0].shape) > 1:
+        call = Call([args[0]] if is_tile(args[0]) else [], mask)
+        def cut(value):
+            return call.view(value, broadcast=False) if is_tile(value) else value
+        if call.empty:
+            raise UnsupportedError(f"nl.{name} with a mask that keeps nothing is not emulated",
+                                   what=f"nl.{name} empty mask")
+        result = function(*map(cut, args), **{k: cut(v) for k, v in kwargs.items()})
+        if result.ndim == 1 and result.buffer is not None and len(call.shape) > 1:
             result = result.expand_dim(1)  # a tile keeps its partition dim: [P] is the [P, 1] column
-        return wrap(result)
+        return wrap(result) if call.box is None else _into_full(result, call)
     op.__name__ = name
     op.nki_op = getattr(function, "nki_op", name)
     op.__doc__ = function.__doc__
     return op
+
+
+def _into_full(part, call: Call) -> Tile:
+    """A result computed on the mask's rectangle, placed in a tile of the unmasked size (dims the
+    call reduced keep their size)."""
+    kept = [len(range(*b.indices(n))) == n_part for b, n, n_part in zip(call.box, call.shape, part.shape,
+                                                                          strict=False)]
+    box = tuple(b if keep else slice(None) for b, keep in zip(call.box, kept, strict=False))
+    shape = tuple(n if keep else n_part
+                  for n, n_part, keep in zip(call.shape, part.shape, kept, strict=False))
+    tile = new_tile(shape, part.dtype)
+    nisa06.tensor_copy(dst=tile.base[box], src=part, engine=nisa06.engine.vector)
+    return tile
 
 
 PUBLIC = {
