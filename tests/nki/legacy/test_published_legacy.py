@@ -220,3 +220,29 @@ def test_flash_attention_forward_and_backward():
                 np.einsum("bhqk,bhqd->bhdk", probs, d_out))
     for got, want in zip(grads, expected, strict=True):
         np.testing.assert_allclose(got, want, atol=3e-2)
+
+
+def test_reference_fused_rmsnorm_qkv():
+    """reference/allocated_fused_linear.py (direct allocation with ncc.sbuf/psum.mod_alloc)."""
+    sys.path.insert(0, str(SAMPLES_SRC))
+    try:
+        from nki_samples.reference import allocated_fused_linear
+    finally:
+        sys.path.remove(str(SAMPLES_SRC))
+    hidden = rng.standard_normal((1, 256, 512)).astype(np.float16)
+    weights = (rng.standard_normal((512, 512)) / 20).astype(np.float16)
+    x = hidden.astype(np.float32)
+    expected = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) @ weights.astype(np.float32)
+    got = allocated_fused_linear.allocated_fused_rms_norm_qkv(hidden, weights).astype(np.float32)
+    assert np.abs(got - expected).max() <= 2e-3 * np.abs(expected).max()
+
+
+def test_reference_adaptive_avg_pool2d():
+    sys.path.insert(0, str(SAMPLES_SRC))
+    try:
+        from nki_samples.reference import vision
+    finally:
+        sys.path.remove(str(SAMPLES_SRC))
+    x = normal(1, 128, 8, 8)
+    np.testing.assert_allclose(vision.adaptive_avg_pool2d_kernel(x, (4, 4)),
+                               x.reshape(1, 128, 4, 2, 4, 2).mean(axis=(3, 5)), rtol=1e-5, atol=1e-6)
