@@ -105,10 +105,10 @@ def test_the_report_renders_one_bar_per_instruction_in_headless_chromium(results
 
 
 def _canvas(pixels: np.ndarray) -> np.ndarray:
-    """The timeline canvas: the pixels between its top and bottom border lines (#bbb)."""
+    """The timeline canvas (the first): the pixels between its top and bottom border lines (#bbb)."""
     border = [y for y in range(pixels.shape[0]) if _hits(pixels[y], _rgb("#bbbbbb")).sum() > 500]
     assert len(border) >= 2, "no timeline canvas in the screenshot"
-    return pixels[border[0] + 1:border[-1]]
+    return pixels[border[0] + 1:border[1]]
 
 
 def _rows(pixels: np.ndarray, color) -> list[int]:

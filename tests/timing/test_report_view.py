@@ -13,7 +13,14 @@ from timing_builders import compute_bound_trace, dma_bound_trace
 
 from trnsim.timing.perfetto import chrome_trace
 from trnsim.timing.profile import profile_trace
-from trnsim.timing.report_html import MFU_UNKNOWN, OPCODE_COLOURS, page_unit, report_html, write_report
+from trnsim.timing.report_html import (
+    MFU_UNKNOWN,
+    OPCODE_COLOURS,
+    page_unit,
+    report_html,
+    usage_series,
+    write_report,
+)
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -50,6 +57,36 @@ def test_the_same_opcode_has_the_same_colour_in_two_reports(reports, tmp_path):
     assert _count(compute, OPCODE_COLOURS["dma_copy"]) > 50 and _count(dma, OPCODE_COLOURS["dma_copy"]) > 50
     assert _count(compute, OPCODE_COLOURS["nc_matmul"]) > 50
     assert len(set(OPCODE_COLOURS.values())) == len(OPCODE_COLOURS)
+
+
+def test_the_screenshot_shows_the_usage_strips_side_by_side_targets(reports, tmp_path):
+    pixels = _screenshot(reports["dma"], tmp_path, "usage")
+    for colour in ("#3465a4", "#4e9a06"):  # DMA bandwidth and SBUF occupancy strips
+        assert _count(pixels, colour) > 200, colour
+    page = report_html(reports["dma"])
+    assert page.count('<table class="compare">') == 1
+    for target in ("trn1", "trn2", "trn3"):
+        assert f'<td class="l">{target}</td>' in page
+
+
+def test_usage_series_bandwidth_never_exceeds_the_queues_and_memory_fits(reports):
+    timeline, summary = reports["dma"]["trn1"]
+    usage = usage_series(timeline)
+    core = timeline.core
+    peak = core.dma_queues * core.dma_bytes_per_s_per_queue / 1e9
+    assert 0.5 * peak < max(usage["dma_gbps"]) <= peak * (1 + 1e-9)
+    moved = sum(usage["dma_gbps"]) * 1e9 * timeline.latency_s / len(usage["dma_gbps"])
+    assert moved == pytest.approx(summary.dma_bytes, rel=1e-6)
+    assert 0 < max(usage["sbuf"]) <= usage["sbuf_capacity"] == core.sbuf_bytes_per_partition
+
+
+def test_dma_busy_in_the_engine_table_is_per_queue(reports):
+    _timeline, summary = reports["dma"]["trn1"]
+    page = report_html({"trn1": reports["dma"]["trn1"]})
+    unit, scale = page_unit([summary.latency_s])
+    engines = page.split("DMA: mean per queue")[1].split("</table>")[0]
+    dma_busy = float(engines.split('<td class="l">dma</td>')[1].split("<td>")[2].split("<")[0])
+    assert dma_busy * scale <= summary.latency_s
 
 
 def test_the_screenshot_shows_axis_ticks_and_the_critical_path(reports, tmp_path):

@@ -5,8 +5,8 @@ is drawn on a canvas (one row per engine and DMA queue, one bar per instruction,
 pixel wide), which stays responsive for traces of tens of thousands of instructions: the wheel
 zooms, dragging pans, hovering shows the instruction (opcode, engine, operands, bytes, kernel
 line). Every opcode has one colour in every report (`OPCODE_COLOURS`); the page uses one time
-unit throughout, draws a time axis with ticks, underlines the critical path, and lists each DMA
-queue's busy time.
+unit throughout, draws a time axis with ticks, underlines the critical path, lists each DMA
+queue's busy time, and plots DMA bandwidth and SBUF/PSUM occupancy over the kernel.
 
     >>> write_report({"trn1": (timeline, summary)}, "report.html", title="matmul")
 """
@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trnsim.core.isa import Engine, Opcode
+from trnsim.core.isa import Engine, Memory, Opcode
+from trnsim.timing.costs import dma_bytes
 from trnsim.timing.perfetto import operands_text, write_atomic
 from trnsim.timing.profile import Summary
 from trnsim.timing.schedule import Timeline
@@ -57,6 +58,60 @@ def page_unit(latencies_s) -> tuple[str, float]:
     return chosen
 
 
+def _piecewise(starts: np.ndarray, ends: np.ndarray, values: np.ndarray):
+    """Event times and the running total after each: +value at its start, -value at its end."""
+    times = np.concatenate([starts, ends])
+    deltas = np.concatenate([values, -values])
+    order = np.argsort(times, kind="stable")
+    return times[order], np.cumsum(deltas[order])
+
+
+def _dma_rate(timeline: Timeline, edges: np.ndarray) -> np.ndarray:
+    """Bytes per second the DMA queues moved in each slice between `edges`."""
+    rows = [(i, dma_bytes(ins)) for i, ins in enumerate(timeline.trace) if ins.engine is Engine.DMA]
+    if not rows:
+        return np.zeros(len(edges) - 1)
+    index = np.array([i for i, _ in rows])
+    moved = np.array([b for _, b in rows], dtype=float)
+    starts, ends = timeline.start_s[index], timeline.end_s[index]
+    rates = moved / np.maximum(ends - starts, 1e-15)
+    times, rate = _piecewise(starts, ends, rates)
+    carried = np.concatenate([[0.0], np.cumsum(rate[:-1] * np.diff(times))])  # bytes moved by each event
+    cumulative = np.interp(edges, times, carried)
+    return np.diff(cumulative) / np.diff(edges)
+
+
+def _occupancy(timeline: Timeline, memory: Memory, middles: np.ndarray) -> np.ndarray:
+    """Bytes per partition of `memory` held by allocations between their first and last use."""
+    spans: dict[int, list[float]] = {}
+    times = zip(timeline.trace, timeline.start_s.tolist(), timeline.end_s.tolist(), strict=True)
+    for ins, start, end in times:
+        for region in ins.outputs + ins.inputs:
+            if region.memory is memory:
+                low, high = region.byte_span()
+                span = spans.setdefault(region.buffer, [start, end, low, high])
+                span[0], span[1] = min(span[0], start), max(span[1], end)
+                span[2], span[3] = min(span[2], low), max(span[3], high)
+    if not spans:
+        return np.zeros(len(middles))
+    first, last, low, high = (np.array(column) for column in zip(*spans.values(), strict=True))
+    times, held = _piecewise(first, last, high - low + 1)
+    position = np.searchsorted(times, middles, side="right") - 1
+    return np.where(position >= 0, held[np.maximum(position, 0)], 0.0)
+
+
+def usage_series(timeline: Timeline, slices: int = 200) -> dict:
+    """Over `slices` equal slices of the kernel: DMA bandwidth (GB/s), and SBUF and PSUM bytes
+    per partition held by live allocations (first to last use), with each memory's capacity."""
+    edges = np.linspace(0.0, timeline.latency_s or 1e-9, slices + 1)
+    middles = (edges[:-1] + edges[1:]) / 2
+    core = timeline.core
+    return {"dma_gbps": (_dma_rate(timeline, edges) / 1e9).round(3).tolist(),
+            "sbuf": _occupancy(timeline, Memory.SBUF, middles).tolist(),
+            "psum": _occupancy(timeline, Memory.PSUM, middles).tolist(),
+            "sbuf_capacity": core.sbuf_bytes_per_partition, "psum_capacity": core.psum_bytes_per_partition}
+
+
 def timeline_data(timeline: Timeline) -> dict:
     """The timeline in compact columns (nanoseconds, table indices) for the page's script."""
     ops: dict[str, int] = {}
@@ -76,7 +131,8 @@ def timeline_data(timeline: Timeline) -> dict:
             "start": start_ns.tolist(), "dur": (timeline.duration_s * 1e9).round(3).tolist(),
             "op": op, "where": where, "detail": detail, "ops": list(ops),
             "colors": [OPCODE_COLOURS[name] for name in ops], "wheres": list(wheres),
-            "details": list(details), "critical": timeline.critical_path(), "end": timeline.latency_s * 1e9}
+            "details": list(details), "critical": timeline.critical_path(), "end": timeline.latency_s * 1e9,
+            "usage": usage_series(timeline)}
 
 
 def _row(cells: list, header: bool = False) -> str:
@@ -117,14 +173,28 @@ def summary_html(summary: Summary, unit: tuple[str, float] = ("ms", 1e-3)) -> st
              ["HFU", hfu], ["MFU", mfu],
              ["critical path busy", f"{summary.critical_path_s / scale:.4f} {name}"]]
     rows = [_row(f) for f in facts]
-    engines = [_row(["engine", "instructions", f"busy {name}", "busy %"], header=True)]
-    engines += [_row([e.name, e.instructions, f"{e.busy_s / scale:.4f}", f"{e.busy_fraction:.1%}"])
-                for e in summary.engines.values()]
+    engines = [_row(["engine", "instructions", f"busy {name} (DMA: mean per queue)", "busy %"], header=True)]
+    engines += [_row([e.name, e.instructions, f"{e.busy_fraction * summary.latency_s / scale:.4f}",
+                      f"{e.busy_fraction:.1%}"]) for e in summary.engines.values()]
     top = [_row(["kernel line", "opcode", "engine", "count", f"total {name}"], header=True)]
     top += [_row([h.where, h.opcode, h.engine, h.count, f"{h.total_s / scale:.4f}"])
             for h in summary.top]
     return (f"<table>{''.join(rows)}</table><table>{''.join(engines)}</table>"
             f"<h3>Top instructions by time</h3><table>{''.join(top)}</table>")
+
+
+def comparison_html(results: Mapping[str, tuple[Timeline, Summary]], unit: tuple[str, float]) -> str:
+    """The targets side by side: latency, HFU and the busiest engine of each (several targets only)."""
+    if len(results) < 2:
+        return ""
+    name, scale = unit
+    rows = [_row(["target", "core", f"latency {name}", "HFU", "busiest engine"], header=True)]
+    for label, (_timeline, summary) in results.items():
+        busiest = max(summary.engines.values(), key=lambda e: e.busy_fraction, default=None)
+        hfu = "-" if summary.hfu is None else f"{summary.hfu:.1%}"
+        rows.append(_row([label, summary.core, f"{summary.latency_s / scale:.4f}", hfu,
+                          "-" if busiest is None else f"{busiest.name} {busiest.busy_fraction:.0%}"]))
+    return f'<h2>Side by side</h2><table class="compare">{"".join(rows)}</table>'
 
 
 def report_html(results: Mapping[str, tuple[Timeline, Summary]], title: str = "trnsim") -> str:
@@ -136,12 +206,15 @@ def report_html(results: Mapping[str, tuple[Timeline, Summary]], title: str = "t
         scripts.append(f'<script type="application/json" id="d{number}">{data}</script>')
         sections.append(f"<h2>{html.escape(label)} ({html.escape(summary.core)})</h2>"
                         f"{summary_html(summary, unit)}{_dma_queues_html(timeline, unit)}<h3>Timeline</h3>"
-                        f'<canvas width="1200" data-src="d{number}"></canvas>')
+                        f'<canvas width="1200" data-src="d{number}"></canvas>'
+                        "<h3>DMA bandwidth and on-chip memory held, over the kernel</h3>"
+                        f'<canvas width="1200" height="150" data-usage="d{number}"></canvas>')
     return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(title)}</title><style>{_asset('report.css')}</style></head>"
             f'<body data-unit="{unit[0]}" data-unit-ns="{unit[1] * 1e9:g}">'
             f"<h1>{html.escape(title)}</h1><p>Times in {unit[0]}. Wheel: zoom. Drag: pan. "
             "Double-click: reset. Black underlines: the critical path.</p>"
+            f"{comparison_html(results, unit)}"
             f"{''.join(sections)}<div id=\"tip\"></div>{''.join(scripts)}"
             f"<script>{_asset('report.js')}</script></body></html>")
 

@@ -132,3 +132,33 @@ function setup(c) {
 }
 
 document.querySelectorAll("canvas[data-src]").forEach(setup);
+function drawUsage(c) {
+  // three strips over the whole kernel: DMA bandwidth, SBUF and PSUM bytes per partition held
+  const u = c.data.usage, g = c.getContext("2d"), width = c.width - LEFT, strip = 40;
+  const series = [["DMA GB/s", u.dma_gbps, 0, "#3465a4"],
+    ["SBUF B/partition", u.sbuf, u.sbuf_capacity, "#4e9a06"],
+    ["PSUM B/partition", u.psum, u.psum_capacity, "#c17d11"]];
+  g.fillStyle = "#fff";
+  g.fillRect(0, 0, c.width, c.height);
+  g.font = "11px sans-serif";
+  series.forEach(([name, values, capacity, colour], k) => {
+    const top = k * (strip + 8), most = Math.max(...values, 0), scale = Math.max(capacity, most, 1e-9);
+    const step = width / values.length;
+    g.fillStyle = "#f0f0f0";
+    g.fillRect(LEFT, top, width, strip);
+    g.fillStyle = colour;
+    values.forEach((v, i) => {
+      const h = v / scale * strip;
+      g.fillRect(LEFT + i * step, top + strip - h, Math.ceil(step), h);
+    });
+    g.fillStyle = "#222";
+    g.fillText(name, 4, top + 12);
+    g.fillText("peak " + Number(most.toPrecision(4)) + (capacity ? " of " + capacity : ""), 4, top + 26);
+  });
+}
+
+document.querySelectorAll("canvas[data-usage]").forEach(c => {
+  c.data = JSON.parse(document.getElementById(c.dataset.usage).textContent);
+  drawUsage(c);
+});
+
