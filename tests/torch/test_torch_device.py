@@ -13,7 +13,7 @@ from trnsim.torch import DeviceMismatchError, NeuronTensor
 
 def test_torch_neuron_module_answers_what_pytorch_asks():
     assert torch.neuron.is_available() and torch.neuron.is_initialized()
-    assert torch.neuron.device_count() == 1 and torch.neuron.current_device() == 0
+    assert torch.neuron.current_device() == 0
     assert torch.accelerator.current_accelerator() == torch.device("neuron")
     assert torch.bfloat16 in torch.neuron.get_amp_supported_dtype()
     torch.neuron.synchronize()
@@ -26,10 +26,6 @@ def test_torch_neuron_module_answers_what_pytorch_asks():
     assert event.query() and stream.query()
     with pytest.raises(UnsupportedError, match="trnsim.torch.profile"):
         event.elapsed_time(torch.neuron.Event())
-    with pytest.raises(UnsupportedError, match="neuron:1"):
-        torch.neuron.set_device(1)
-    with pytest.raises(UnsupportedError, match="neuron:1"):
-        torch.ones(2).to("neuron:1")
 
 
 def test_to_and_back_keeps_values_dtype_and_shape():

@@ -83,9 +83,19 @@ def test_aot_autograd_backend_helper_and_dynamo_entry_point():
 
 
 def test_backend_autoload_runs_the_entry_point_on_import_torch():
-    code = "import sys, torch; print('trnsim.torch' in sys.modules, torch.neuron.device_count())"
+    code = "import sys, torch; print('trnsim.torch' in sys.modules, torch.neuron.is_available())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.split() == ["True", "1"]
+    assert out.split() == ["True", "True"]
     env_off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "PATH": ""})
     assert "AttributeError" in env_off.stderr
+
+
+def test_backend_config_maps_devices_and_plugins_are_listed():
+    import torch.distributed as dist
+
+    config = dist.distributed_c10d.BackendConfig("cpu:gloo,neuron:gloo")
+    assert config.get_device_backend_map() == {"cpu": "gloo", "neuron": "gloo"}
+    assert "NEURON" in dist.Backend._plugins
+    composite = torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutograd)
+    assert torch.equal(torch.ops.aten.clone.default.redispatch(composite, torch.ones(2)), torch.ones(2))

@@ -25,6 +25,7 @@ def autoload() -> None:
 import torch  # noqa: F401  (imported after `autoload` on purpose, see above)
 
 from trnsim.torch import device as _device
+from trnsim.torch import distributed as _distributed
 from trnsim.torch.errors import DeviceMismatchError
 from trnsim.torch.fallback import FallbackWarning
 from trnsim.torch.fallback import counts as fallback_counts
@@ -50,3 +51,4 @@ __all__ = [
 
 # Registrations live as long as their torch.library objects, so the module keeps them.
 _LIBRARIES = _device.register()
+_distributed.register()

@@ -16,8 +16,8 @@ import types
 import torch
 
 from trnsim.errors import UnsupportedError
-from trnsim.torch import attention, autocast, precision
-from trnsim.torch.tensor import CPU, NeuronTensor, unwrap, unwrap_args, unwrap_kwargs, wrap
+from trnsim.torch import attention, autocast, precision, tensor
+from trnsim.torch.tensor import CPU, NeuronTensor, device_of, unwrap, unwrap_args, unwrap_kwargs, wrap
 
 NAME = "neuron"
 
@@ -45,14 +45,14 @@ class Event(torch.Event):
 
 def _module() -> types.ModuleType:
     """`torch.neuron`: the functions AMP, RNG, torch.accelerator and FSDP look up on a device."""
-    mod = types.ModuleType("torch.neuron", "The trnsim neuron device (one emulated NeuronCore, index 0).")
+    mod = types.ModuleType("torch.neuron", "The trnsim neuron devices (emulated logical NeuronCores).")
     members = {
         "is_available": lambda: True,
         "is_initialized": lambda: True,
         "_is_in_bad_fork": lambda: False,
-        "device_count": lambda: 1,
-        "current_device": lambda: 0,
-        "set_device": check_index,
+        "device_count": device_count,
+        "current_device": lambda: tensor.CURRENT[0].index,
+        "set_device": set_device,
         "synchronize": lambda device=None: None,
         # The emulator's random numbers come from the CPU generator, so runs match CPU runs.
         "manual_seed": _manual_seed,
@@ -76,13 +76,19 @@ def _module() -> types.ModuleType:
 
 
 class _DeviceContext(contextlib.AbstractContextManager):
-    """`torch.neuron.device(index)`: selects the one device there is (and refuses any other)."""
+    """`torch.neuron.device(index)`: the current device inside the block."""
 
-    def __init__(self, device=0):
-        check_index(device if device is not None else 0)
+    def __init__(self, device=None):
+        self.device = None if device is None else check_index(device)
+
+    def __enter__(self):
+        self.previous = tensor.CURRENT[0]
+        if self.device is not None:
+            tensor.CURRENT[0] = self.device
+        return self
 
     def __exit__(self, *exc) -> None:
-        return None
+        tensor.CURRENT[0] = self.previous
 
 
 def _storage_index(location, optional: bool = False) -> int:
@@ -99,12 +105,39 @@ def _manual_seed(seed: int) -> None:
     torch.default_generator.manual_seed(int(seed))
 
 
-def check_index(device) -> None:
-    """trnsim emulates one device, neuron:0; any other index is refused, not silently remapped."""
-    index = torch.device(NAME, device).index if isinstance(device, int) else torch.device(device).index
-    if index not in (None, 0):
-        raise UnsupportedError(f"neuron:{index} does not exist: trnsim emulates one neuron device",
-                               what=f"neuron:{index}", hint="use neuron:0 (or plain 'neuron')")
+def device_count() -> int:
+    """Neuron devices per node, as Neuron shows them to torchrun ranks: the logical NeuronCores of
+    the emulated instance (`trnsim.torch.distributed.machine()`)."""
+    from trnsim.torch import distributed
+
+    return distributed.machine().ranks_per_node
+
+
+def check_index(device) -> torch.device:
+    """The neuron device `device` names (an index, "neuron:1", a torch.device; no index = the
+    current one); an index the node does not have is refused, not silently remapped."""
+    index = device if isinstance(device, int) else torch.device(device).index
+    if index is None:
+        return tensor.CURRENT[0]
+    if not 0 <= index < device_count():
+        raise UnsupportedError(f"neuron:{index} does not exist: the emulated node has {device_count()} "
+                               "neuron devices", what=f"neuron:{index}",
+                               hint="use an index below torch.neuron.device_count() (TRNSIM_TARGET and "
+                                    "NEURON_LOGICAL_NC_CONFIG choose the node)")
+    return torch.device("privateuseone", index)
+
+
+def placement(device) -> torch.device:
+    """Where a tensor asked for on `device` goes. Index 0 means the current device: PyTorch's
+    Python-backend device guard always reports device 0 as current, so `.to("neuron")` arrives as
+    neuron:0 even after `set_device(k)` (a process drives one device, as a torchrun rank does)."""
+    resolved = check_index(device)
+    return tensor.CURRENT[0] if resolved.index == 0 else resolved
+
+
+def set_device(device) -> None:
+    """`torch.neuron.set_device`: factories and `.to("neuron")` without an index land here."""
+    tensor.CURRENT[0] = check_index(device)
 
 
 def _factory(op):
@@ -114,10 +147,9 @@ def _factory(op):
     # function calls a factory after a graph break (it would trace NeuronTensor.__new__).
     @torch.compiler.disable
     def kernel(*args, **kwargs):
-        if kwargs.get("device") is not None:
-            check_index(kwargs["device"])
+        device = placement(kwargs["device"]) if kwargs.get("device") is not None else None
         kwargs["device"] = CPU
-        return NeuronTensor(op(*args, **kwargs))
+        return NeuronTensor(op(*args, **kwargs), device=device)
 
     return kernel
 
@@ -132,11 +164,23 @@ def _copy_from(src, dst, non_blocking=False):
     return dst
 
 
+_COMPOSITE = torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutograd)
+
+
+def _pin_memory(cpu_tensor, device=None):
+    """`pin_memory()` for neuron (DataLoader's default once neuron is the accelerator): the
+    emulated device reads host memory as it is, so a plain copy; other devices pin as before."""
+    target = torch.device(device).type if device is not None else torch._C._get_accelerator().type
+    if target == NAME:
+        return cpu_tensor.clone()
+    return torch.ops.aten._pin_memory.default.redispatch(_COMPOSITE, cpu_tensor, device)
+
+
 def _on_buffers(op):
     """A PrivateUse1 kernel that runs `op` on the buffers (reached only with the Python key off)."""
 
     def kernel(*args, **kwargs):
-        return wrap(op(*unwrap_args(args, op), **unwrap_kwargs(kwargs, op)))
+        return wrap(op(*unwrap_args(args, op), **unwrap_kwargs(kwargs, op)), device_of(args))
 
     return kernel
 
@@ -181,6 +225,7 @@ def register() -> list:
         packet, _, overload = name.partition(".")
         kernels.impl(name, _on_buffers(getattr(getattr(torch.ops.aten, packet), overload or "default")),
                      "PrivateUse1")
+    kernels.impl("_pin_memory", _pin_memory, "CPU")
     attention.register(kernels)
     # Autocast: every op falls through unless trnsim.torch.autocast gives it a casting kernel.
     autocast_fallthrough = torch.library.Library("_", "IMPL")

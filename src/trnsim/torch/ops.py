@@ -12,7 +12,8 @@ import torch
 
 from trnsim.errors import UnsupportedError
 from trnsim.torch import fallback, precision, profiler
-from trnsim.torch.tensor import NeuronTensor, unwrap, unwrap_args, unwrap_kwargs, wrap
+from trnsim.torch.device import placement
+from trnsim.torch.tensor import NeuronTensor, device_of, unwrap, unwrap_args, unwrap_kwargs, wrap
 
 FAMILIES: dict[str, str] = {}
 
@@ -198,11 +199,14 @@ def _finish(func, args, kwargs, uargs, out):
     if active is not None:
         active.record(func, uargs, out)
     device = kwargs.get("device")
-    if device is not None and torch.device(device).type != "neuron":
-        return out
+    if device is not None:
+        device = torch.device(device)
+        if device.type != "neuron":
+            return out
+        device = placement(device)
     if func._schema.is_mutable:
         return _rewrap(out, _owners(args, kwargs), func)
-    return wrap(out)
+    return wrap(out, device or device_of(args))
 
 
 def eager_rule(kernel):

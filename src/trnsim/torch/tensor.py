@@ -13,6 +13,9 @@ from trnsim.torch.errors import DeviceMismatchError
 
 DEVICE = torch.device("privateuseone", 0)  # prints as neuron:0 once the backend is renamed
 CPU = torch.device("cpu")
+# The process's current device (`torch.neuron.set_device`): where factories without an index and
+# results of ops without a neuron input land. One entry, replaced in place.
+CURRENT = [DEVICE]
 # OpOverload -> the rule that runs it; filled on first use by trnsim.torch.ops.resolve.
 RULES: dict = {}
 
@@ -23,12 +26,12 @@ class NeuronTensor(torch.Tensor):
     _elem: torch.Tensor
 
     @staticmethod
-    def __new__(cls, elem: torch.Tensor, requires_grad: bool = False):
+    def __new__(cls, elem: torch.Tensor, requires_grad: bool = False, device: torch.device | None = None):
         if isinstance(elem, NeuronTensor):
             raise TypeError("a NeuronTensor cannot wrap another NeuronTensor")
         out = torch.Tensor._make_wrapper_subclass(
             cls, elem.size(), strides=elem.stride(), storage_offset=elem.storage_offset(),
-            dtype=elem.dtype, layout=elem.layout, device=DEVICE, requires_grad=requires_grad)
+            dtype=elem.dtype, layout=elem.layout, device=device or CURRENT[0], requires_grad=requires_grad)
         out._elem = elem
         return out
 
@@ -54,12 +57,20 @@ class NeuronTensor(torch.Tensor):
         torch.Tensor.data.__set__(self, new)
         self._elem = new._elem
 
+    def untyped_storage(self):
+        """The buffer's storage: Python code that frees and regrows storage (FSDP2's resize_) or
+        compares data pointers (safetensors, save_pretrained) sees the device memory's stand-in.
+        Dynamo, which builds fake tensors from this one, gets the wrapper's own (empty) storage."""
+        if torch.compiler.is_compiling():
+            return torch.Tensor.untyped_storage(self)
+        return self._elem.untyped_storage()
+
     def __tensor_flatten__(self):
-        return ["_elem"], None
+        return ["_elem"], self.device
 
     @staticmethod
     def __tensor_unflatten__(inner_tensors, meta, outer_size, outer_stride):
-        return NeuronTensor(inner_tensors["_elem"])
+        return NeuronTensor(inner_tensors["_elem"], device=meta)
 
     def __repr__(self, *, tensor_contents=None):
         elem = self._elem
@@ -116,14 +127,25 @@ def unwrap_kwargs(kwargs, op) -> dict:
     return {k: unwrap(v, op) for k, v in kwargs.items()} if kwargs else kwargs
 
 
-def wrap(value):
-    """Results of an op on the emulator's buffers, as neuron tensors (lists and tuples kept)."""
+def wrap(value, device: torch.device | None = None):
+    """Results of an op on the emulator's buffers, as neuron tensors on `device` (default: the
+    current one; lists and tuples kept)."""
     if isinstance(value, torch.Tensor):
-        return NeuronTensor(value)
+        return NeuronTensor(value, device=device)
     kind = type(value)
     if kind is list or kind is tuple:
-        return kind(wrap(v) for v in value)
+        return kind(wrap(v, device) for v in value)
     return value
+
+
+def device_of(args) -> torch.device | None:
+    """The device of the first neuron tensor among `args` (lists included), where results go."""
+    for value in args:
+        if type(value) is NeuronTensor:
+            return value.device
+        if (type(value) is list or type(value) is tuple) and value and type(value[0]) is NeuronTensor:
+            return value[0].device
+    return None
 
 
 def to_neuron(cpu_tensor: torch.Tensor) -> NeuronTensor:

@@ -1,0 +1,37 @@
+"""Installing trnsim never changes a script that never names neuron (issue 16)."""
+
+import os
+import subprocess
+import sys
+
+SCRIPT = """
+import torch, torch.distributed as dist
+from torch.utils.data import DataLoader, TensorDataset
+
+data = TensorDataset(torch.arange(8.0).reshape(4, 2), torch.arange(4))
+for features, labels in DataLoader(data, batch_size=2, pin_memory=True):  # the HF Trainer default
+    print(features.tolist(), labels.tolist(), features.device)
+dist.init_process_group(init_method="file://" + {store!r}, rank=0, world_size=1)
+total = torch.arange(3.0)
+dist.all_reduce(total)
+print(dist.get_backend(), dist.get_world_size(), total.tolist())
+dist.destroy_process_group()
+"""
+
+
+def _run(tmp_path, name: str, autoload: str) -> subprocess.Popen:
+    env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": autoload}
+    script = SCRIPT.format(store=str(tmp_path / f"{name}.store"))
+    return subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_a_cpu_script_prints_the_same_with_and_without_trnsim(tmp_path):
+    with_trnsim, without = _run(tmp_path, "with", "1"), _run(tmp_path, "without", "0")
+    outputs = [process.communicate(timeout=120) for process in (with_trnsim, without)]
+    for process, (_, stderr) in zip((with_trnsim, without), outputs, strict=True):
+        assert process.returncode == 0, stderr
+    assert outputs[0][0] == outputs[1][0]
+    assert outputs[0][0].splitlines() == [
+        "[[0.0, 1.0], [2.0, 3.0]] [0, 1] cpu", "[[4.0, 5.0], [6.0, 7.0]] [2, 3] cpu",
+        "undefined 1 [0.0, 1.0, 2.0]"]

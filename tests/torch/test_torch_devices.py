@@ -1,0 +1,61 @@
+"""One neuron device per rank: the node's device count, set_device, and tensors on neuron:N."""
+
+import pytest
+import torch
+
+import trnsim.torch  # noqa: F401
+from trnsim import config
+from trnsim.errors import UnsupportedError
+
+
+@pytest.fixture
+def device_one():
+    torch.neuron.set_device(1)
+    yield torch.device("neuron", 1)
+    torch.neuron.set_device(0)
+
+
+def test_device_count_is_the_logical_cores_of_the_node(monkeypatch):
+    monkeypatch.delenv("NEURON_LOGICAL_NC_CONFIG", raising=False)
+    with config.override(target="trn2"):
+        assert torch.neuron.device_count() == 64  # 16 chips x 8 cores, LNC=2
+        monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "1")
+        assert torch.neuron.device_count() == 128
+    with config.override(target="trn1"):
+        assert torch.neuron.device_count() == 32
+    monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "3")
+    with pytest.raises(trnsim.errors.ConfigError, match="NEURON_LOGICAL_NC_CONFIG"):
+        torch.neuron.device_count()
+
+
+def test_an_index_beyond_the_node_is_refused():
+    count = torch.neuron.device_count()
+    with pytest.raises(UnsupportedError, match=f"neuron:{count} does not exist"):
+        torch.neuron.set_device(count)
+    with pytest.raises(UnsupportedError, match=f"neuron:{count}"):
+        torch.ones(2).to(f"neuron:{count}")
+
+
+def test_the_current_device_receives_factories_and_results(device_one):
+    assert torch.neuron.current_device() == 1
+    x = torch.ones(3, device="neuron")
+    y = torch.ones(3).to("neuron")
+    assert x.device == y.device == device_one
+    assert (x + y).device == device_one and (x @ y).device == device_one
+
+
+def test_results_follow_their_inputs_device_not_the_current_one():
+    x = torch.arange(4.0, device="neuron:2")  # index 0 would mean "the current device"
+    assert x.device == torch.device("neuron", 2) and torch.neuron.current_device() == 0
+    assert (x * 2).device == torch.device("neuron", 2)
+    assert x.to("neuron:3").device == torch.device("neuron", 3)
+    assert torch.equal(x.to("neuron:3").cpu(), torch.arange(4.0))
+    with torch.neuron.device(5):
+        assert torch.zeros(1, device="neuron").device == torch.device("neuron", 5)
+    assert torch.zeros(1, device="neuron").device == torch.device("neuron", 0)
+
+
+def test_pin_memory_is_a_host_copy():
+    x = torch.arange(3.0)
+    pinned = x.pin_memory()
+    assert torch.equal(pinned, x) and pinned.data_ptr() != x.data_ptr()
