@@ -74,7 +74,7 @@ _family("elementwise", """add add_ sub sub_ mul mul_ div div_ neg neg_ pow pow_ 
     new_empty new_empty_strided new_zeros new_ones new_full alias_copy bernoulli bernoulli_ uniform_
     normal_ random_ exponential_ multinomial native_dropout native_dropout_backward dropout _fused_dropout
     heaviside xlogy logit sgn sgn_ logical_and_ logical_or_ logical_not_ logical_xor_ bitwise_and_
-    bitwise_or_ eq_ ne_ lt_ le_ gt_ ge_""")
+    bitwise_or_ eq_ ne_ lt_ le_ gt_ ge_ isin""")
 _family("factory", """arange zeros ones full empty empty_strided scalar_tensor rand randn randint randperm
     linspace logspace eye empty_permuted""")
 _family("foreach", """_foreach_add _foreach_add_ _foreach_sub _foreach_sub_ _foreach_mul _foreach_mul_
@@ -219,6 +219,19 @@ def eager_rule(kernel):
     return rule
 
 
+CPU_INDEX_OPS = {"index", "index_put", "index_put_", "_index_put_impl_", "_unsafe_index", "_unsafe_index_put"}
+
+
+def index_rule(kernel):
+    """Indexing ops: the index tensors may be on CPU (`x[torch.tensor([1, 3])]`), as CUDA allows."""
+
+    def rule(func, args, kwargs):
+        uargs = [unwrap(args[0], func), unwrap(args[1], func, allow_cpu=True), *unwrap_args(args[2:], func)]
+        return _finish(func, args, kwargs, uargs, kernel(func, uargs, unwrap_kwargs(kwargs, func)))
+
+    return rule
+
+
 def copy_rule(func, args, kwargs):
     """`copy_` / `_copy_from`: the one place where a full CPU tensor may meet a neuron tensor."""
     uargs = [unwrap(a, func, allow_cpu=True) for a in args]
@@ -246,4 +259,6 @@ def resolve(func):
     composite = torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
     if func.namespace == "aten" and name not in FAMILIES and composite:
         return decompose_rule
+    if func.namespace == "aten" and name in CPU_INDEX_OPS:
+        return index_rule(kernel_for(func))
     return eager_rule(kernel_for(func))
