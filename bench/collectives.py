@@ -25,8 +25,8 @@ from trnsim.system.collectives import ALGORITHMS, operation, time_on
 REFERENCE = pathlib.Path(__file__).resolve().parents[2] / "shared" / "reference"
 DEFAULT_CSV = REFERENCE / "collectives-trn2-16ranks.csv"
 FITTED = {"fixed_latency_s": (0, 15e-6), "step_latency_s": (0, 20e-6), "hop_latency_factor": (0.3, 3),
-          "reduce_latency_s": (0, 5e-6), "link_efficiency": (0.3, 1), "mesh_efficiency": (0.05, 1),
-          "rdh_efficiency": (0.2, 1)}
+          "reduce_latency_s": (0, 5e-6), "rdh_step_latency_s": (0, 30e-6), "link_efficiency": (0.3, 1),
+          "mesh_efficiency": (0.05, 1), "rdh_efficiency": (0.2, 1), "mesh_max_bytes": (1e6, 8e6)}
 """The fitted constants and the bounds the fit searches."""
 MIB = 1 << 20
 
@@ -40,6 +40,8 @@ def read_table(path: pathlib.Path) -> list[dict]:
 def machine_with(constants: dict[str, float]) -> system.Machine:
     """The trn2.48xlarge machine with the model's constants replaced (for fitting)."""
     fabric = system.fabric("trn2.48xlarge")
+    if "mesh_max_bytes" in constants:
+        constants = {**constants, "mesh_max_bytes": int(constants["mesh_max_bytes"])}
     model = dataclasses.replace(fabric.model, **constants)
     return system.Machine(dataclasses.replace(fabric, model=model), fabric.default_lnc)
 

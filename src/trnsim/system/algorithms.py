@@ -64,10 +64,13 @@ def node_algorithms(op: str, group: ChipGroup) -> tuple[str, ...]:
 
 
 def size_choice(allowed: tuple[str, ...], size: float, model: CollectiveModelSpec) -> tuple[str, ...]:
-    """The runtime's pick by buffer size ([S16]): mesh (or single-step mesh) below
-    `mesh_max_bytes`, RDH up to `rdh_max_bytes`, then KangaRing, with ring as the fallback."""
+    """The algorithms the runtime picks from by buffer size: mesh (or single-step mesh) below
+    `rdh_min_bytes`, the faster of mesh and RDH up to `mesh_max_bytes` (where the documented and
+    the measured switch points differ), RDH up to `rdh_max_bytes`, then KangaRing, with ring when
+    KangaRing cannot run ([S16])."""
     if size < model.mesh_max_bytes:
-        return tuple(name for name in allowed if name in ("mesh", "mesh1"))
+        names = ("mesh", "mesh1") if size < model.rdh_min_bytes else ("mesh", "mesh1", "rdh")
+        return tuple(name for name in allowed if name in names) or allowed
     for name in (("rdh",) if size <= model.rdh_max_bytes else ()) + ("kangaring", "ring"):
         if name in allowed:
             return (name,)
@@ -84,6 +87,8 @@ def node_stage(op: str, size: float, group: ChipGroup, spec: FabricSpec, lnc: in
     if algorithm == "mesh1":
         wire *= ranks / 2
     step = model.step_latency_s + hops * spec.hop_latency_s * model.hop_latency_factor
+    if algorithm == "rdh":  # each step is a handshake with a partner across the hypercube
+        step += model.rdh_step_latency_s
     latency = model.fixed_latency_s + steps * step
     if op in REDUCING:
         latency += model.reduce_latency_s
