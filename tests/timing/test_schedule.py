@@ -224,3 +224,24 @@ def test_a_write_over_several_written_boxes_replaces_them_for_later_readers():
     assert timeline.start_s[2] >= max(timeline.end_s[0], timeline.end_s[1])
     assert timeline.waited_on[3] == 2 and timeline.start_s[3] > timeline.end_s[2]
     assert timeline.waited_on[4] in (2, 3) and timeline.start_s[4] >= timeline.end_s[2]
+
+
+def test_a_partition_broadcast_copy_runs_on_the_tensor_engine():
+    """nl.broadcast_to of a [1, F] tile reads 128 partitions of a 1-partition allocation: the
+    compiler makes it a matmul by ones on TensorE, so VectorE stays free (issue 14)."""
+    from timing_builders import instr, load, region
+
+    from trnsim.core.isa import Engine, Memory, Opcode
+    from trnsim.core.trace import Trace
+
+    row = region(Memory.SBUF, 512, partitions=1, dtype="float32", buffer=1)
+    spread = region(Memory.SBUF, 512, partitions=128, dtype="float32", buffer=1)  # the broadcast view
+    full = region(Memory.SBUF, 512, partitions=128, dtype="float32", buffer=2)
+    trace = Trace("trn1", [
+        load(row, region(Memory.HBM, 512, partitions=1, dtype="float32")),
+        load(full, region(Memory.HBM, 512, dtype="float32")),
+        instr(Opcode.TENSOR_COPY, Engine.VECTOR, [region(Memory.SBUF, 512, dtype="float32")], [spread]),
+        instr(Opcode.TENSOR_COPY, Engine.VECTOR, [region(Memory.SBUF, 512, dtype="float32")], [full]),
+    ])
+    timeline = schedule(trace, "trn1")
+    assert [timeline.lanes[lane] for lane in timeline.lane[2:].tolist()] == ["tensor", "vector"]

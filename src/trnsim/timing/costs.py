@@ -218,6 +218,17 @@ def _matmul_seconds(ins: Instruction, core: CoreSpec) -> float:
     return _engine_seconds(core, Engine.TENSOR, cycles)
 
 
+def broadcast_seconds(ins: Instruction, core: CoreSpec) -> float:
+    """A partition broadcast (one partition copied to many) as the compiler runs it: on the
+    Tensor Engine, a matmul by a row of ones streaming the source's free size (fp32 at the fp32
+    factor), leaving VectorE free [reference nki.md §1.3; issue 14]."""
+    costs = core.costs
+    cycles = max(costs.matmul_min_ii_cycles, ins.inputs[0].elements_per_partition)
+    if any(r.dtype in _FP32 for r in ins.inputs):
+        cycles *= costs.matmul_fp32_factor
+    return _engine_seconds(core, Engine.TENSOR, cycles)
+
+
 @COST.register(Opcode.TRANSPOSE)
 def _transpose_seconds(ins: Instruction, core: CoreSpec) -> float:
     """PE transpose: max(P, min(64, F)) cycles (nki.md §1.5); on Vector, a 32x32 copy."""

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trnsim.core.isa import MATMUL, Engine, Opcode
+from trnsim.core.isa import MATMUL, Engine, Memory, Opcode
 from trnsim.core.runtime import current as current_runtime
 from trnsim.core.trace import Instruction, Trace
 from trnsim.errors import ConfigError
 from trnsim.hardware.specs import CoreSpec
-from trnsim.timing.costs import core_spec, instruction_seconds, issue_latency_s
+from trnsim.timing.costs import broadcast_seconds, core_spec, instruction_seconds, issue_latency_s
 from trnsim.timing.hazards import HazardTracker
 
 
@@ -153,6 +153,25 @@ class _Lanes:
         return base + free.index(fitting)
 
 
+def partition_broadcasts(trace: Trace) -> set[int]:
+    """Copies that read more partitions of an on-chip allocation than were ever written to it:
+    partition-broadcast views (`nl.broadcast_to` of a [1, F] tile), which the compiler runs on
+    the Tensor Engine rather than as a VectorE copy."""
+    written: dict[tuple, int] = {}
+    found = set()
+    for index, ins in enumerate(trace):
+        if ins.opcode is Opcode.TENSOR_COPY and ins.inputs:
+            source = ins.inputs[0]
+            extent = written.get((source.memory, source.buffer))
+            if extent is not None and source.partition_start + source.partition_count > extent:
+                found.add(index)
+        for region in ins.outputs:
+            if region.memory is not Memory.HBM:
+                key = (region.memory, region.buffer)
+                written[key] = max(written.get(key, 0), region.partition_start + region.partition_count)
+    return found
+
+
 def schedule(trace: Trace, target: str | CoreSpec | None = None, *,
              not_before: dict[int, float] | None = None) -> Timeline:
     """Time `trace` on `target` (default: the target it was recorded for). `not_before` holds
@@ -175,6 +194,7 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
     dma, free, last = Engine.DMA, lanes.free_s, lanes.last
     engine_lanes: dict[tuple[Engine, int], int] = {}
     operands, record = hazards.operands, hazards.record
+    broadcasts = partition_broadcasts(trace)
     for index, ins in enumerate(trace):
         shapes, accesses, ready, blocker = operands(ins)
         kind = (ins.opcode, ins.engine, shapes)
@@ -186,6 +206,8 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
             params, latency, seconds = costs.lookup(ins, kind)
         ready += latency  # a DMA's descriptor and semaphore: data moves only after them
         engine = ins.engine
+        if broadcasts and index in broadcasts:
+            engine, seconds = Engine.TENSOR, broadcast_seconds(ins, core)
         if engine is dma:  # a collective runs on the collective cores' stream, beside the queues
             collective = ins.opcode is Opcode.COLLECTIVE
             lane = lanes.lane(dma, ins.core, "_cc") if collective else lanes.dma(ins, ready)
