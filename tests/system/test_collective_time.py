@@ -23,6 +23,8 @@ def test_interface_fields_and_nccom_bus_factors():
     assert math.isclose(gather.busbw, gather.algbw * 15 / 16)
     permute = system.collective_time("permute", 32 * MIB, 16)
     assert math.isclose(permute.busbw, permute.algbw)
+    pair = system.collective_time("sendrecv", 32 * MIB, 2, nodes=2)  # one chip's 200 Gbps NIC each way
+    assert pair.busbw * 1e9 <= system.fabric("trn2").network_bytes_per_s_per_node / 16
 
 
 def test_one_rank_or_no_bytes_take_no_time():

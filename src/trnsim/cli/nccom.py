@@ -5,6 +5,7 @@ trnsim.system's collective model, not measurements; no hardware is needed.
     trnsim nccom allg -r 16 -b 1K -e 1M -f 8 -d fp32 --show-algorithm
     trnsim nccom allr -r 128 -N 2 --json               # two trn2.48xlarge over EFA
     trnsim nccom allr -r 16 --custom-replica-groups groups.json --report-to-json-file out.json
+    trnsim nccom sendrecv -r 2 -N 2                  # also alltoallv, allgv (timed as even counts)
     trnsim nccom allr -r 64 -b 8K -e 1G -f 4 --plot busbw.png --plot-ranks 4,16,64
 
 Columns and JSON are nccom-test's: size(B) count(elems) type time:avg(us) algbw(GB/s)

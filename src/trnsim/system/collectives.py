@@ -22,8 +22,10 @@ from trnsim.system.topology import ChipGroup, Machine, Span
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "permute")
 ALIASES = {"allr": "all_reduce", "allg": "all_gather", "redsct": "reduce_scatter", "alltoall": "all_to_all",
-           "all2all": "all_to_all", "collective_permute": "permute"}
-"""nccom-test's short names ([S18]) for the operations."""
+           "all2all": "all_to_all", "collective_permute": "permute", "sendrecv": "permute",
+           "all_gatherv": "all_gather", "allgv": "all_gather", "alltoallv": "all_to_all"}
+"""nccom-test's names ([S18]) for the operations; the variable-size ones are timed as their
+fixed-size forms (even counts) and send-receive as a permute (bus factor 1)."""
 
 DTYPE_ALIASES = {"fp8": "float8_e4m3", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 ALGORITHMS = ("mesh", "mesh1", "ring", "kangaring", "rdh", "hier", "flat")
