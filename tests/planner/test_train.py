@@ -38,7 +38,7 @@ def test_more_nodes_of_data_parallel_train_faster(roofline_costs):
 
 @pytest.mark.parametrize("plan, message", [
     (TrainPlan(tp=8, dp=2), "ranks"),
-    (TrainPlan(tp=5, dp=32 * 8 // 5), "ranks"),
+    (TrainPlan(tp=5, dp=32 * 8 // 5), "heads"),
     (TrainPlan(tp=4, dp=1, pp=64, global_batch=64), "layers"),
     (TrainPlan(tp=32, pp=1, dp=8, global_batch=100), "global batch"),
     (TrainPlan(tp=32, dp=8, precision="fp16"), "precision"),

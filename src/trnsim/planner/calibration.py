@@ -12,27 +12,42 @@ from pathlib import Path
 
 DATA = Path(__file__).with_name("data")
 
-TRAIN_TIME_FACTOR = {"trn1": 1.0, "inf2": 1.0, "trn2": 1.0, "trn3": 1.0, "gpu": 1.0}
+TRAIN_TIME_FACTOR = {"NeuronCore-v2": 1.0}
 """Whole-step op time / the sum of the cost library's per-op times (compiler scheduling, fusion,
-host gaps) by generation."""
-SERVE_TIME_FACTOR = 1.0
-"""The same for serving passes."""
-DECODE_STEP_OVERHEAD_S = 0.0
-"""Fixed seconds per decode step beyond op and collective time (host, sampling, launch)."""
+host gaps), by NeuronCore generation."""
+PREFILL_TIME_FACTOR = {"NeuronCore-v2": 1.0, "NeuronCore-v3": 1.0}
+"""The same for a prefill pass (one prompt through every layer)."""
+DECODE_TIME_FACTOR = {"NeuronCore-v2": 1.0}
+"""The same for a decode step (compiled batch, one token each: weight- and KV-read bound)."""
+STAND_INS = ("NeuronCore-v4", "NeuronCore-v3", "NeuronCore-v2")
+"""A generation without fitted rows takes the factor of the nearest older one that has them
+(there are no published trn2 training or trn3 rows to fit on)."""
 
 FITTED_ON: dict[str, tuple[str, ...]] = {
-    "TRAIN_TIME_FACTOR": (),
-    "SERVE_TIME_FACTOR": (),
-    "DECODE_STEP_OVERHEAD_S": (),
+    "TRAIN_TIME_FACTOR.NeuronCore-v2": ("T1",),
+    "PREFILL_TIME_FACTOR.NeuronCore-v2": ("I5t",),
+    "PREFILL_TIME_FACTOR.NeuronCore-v3": ("H2",),
+    "DECODE_TIME_FACTOR.NeuronCore-v2": ("I5", "I16", "H1"),
 }
 """Rows of calibration.csv each constant was fitted on; every other row is held out."""
+
+def factor(table: dict[str, float], machine) -> float:
+    """A machine's factor from one of the tables above (1 for a GPU: its own constants apply)."""
+    if machine.gpu:
+        return 1.0
+    core = machine.spec.chip.core.name
+    for name in STAND_INS[STAND_INS.index(core):] if core in STAND_INS else (core,):
+        if name in table:
+            return table[name]
+    return 1.0
+
 
 MODEL_NAMES = {
     "Llama-3.1-8B": "llama-3.1-8b", "Llama-3-8B": "llama-3-8b", "Llama-3-70B": "llama-3-70b",
     "Llama-3.3-70B": "llama-3.3-70b", "Llama-2-7B": "llama-2-7b", "Llama-2-13B": "llama-2-13b",
     "BERT-Large-ph1": "bert-large", "BERT-Large-ph2": "bert-large", "ViT-Base": "vit-base",
     "Qwen3-30B-A3B": "qwen3-30b-a3b", "GPT3-23B": "gpt3-23b", "GPT3-46B": "gpt3-46b",
-    "GPT3-175B": "gpt3-175b",
+    "GPT3-175B": "gpt3-175b", "Mistral-7B": "mistral-7b", "Llama-2-70B": "llama-2-70b",
 }
 """Published model names -> presets (an "-int8w" suffix means weight-only int8)."""
 PRECISION_NAMES = {"bf16+fp32opt": "bf16+fp32opt", "bf16+sr": "bf16+sr", "bf16": "bf16"}

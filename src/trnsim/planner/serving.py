@@ -109,7 +109,8 @@ def _weights_read(ops: list[Op], weights: str) -> list[Op]:
             if op.family == "matmul" else op for op in ops]
 
 
-def _pass_seconds(mdl: Model, mach: Machine, plan: ServePlan, batch: int, q_len: int, kv_len: int) -> float:
+def _pass_seconds(mdl: Model, mach: Machine, plan: ServePlan, batch: int, q_len: int, kv_len: int,
+                  factor: float) -> float:
     """One forward pass through every layer: ops, the two all-reduces per layer, and the head for
     the last token of each sequence."""
     precision = "fp8" if plan.weights == "fp8" else "bf16"
@@ -121,14 +122,15 @@ def _pass_seconds(mdl: Model, mach: Machine, plan: ServePlan, batch: int, q_len:
             layers += weight * ops_seconds(mach, ops, precision)
     reduce = collective_seconds(mach, "all_reduce", batch * q_len * mdl.hidden * 2, plan.tp, 1)
     head = ops_seconds(mach, _weights_read(head_ops(mdl, batch, batch, plan.tp), plan.weights), precision)
-    return (mdl.layers * layers + head) * calibration.SERVE_TIME_FACTOR + mdl.layers * 2 * reduce
+    return (mdl.layers * layers + head) * factor + mdl.layers * 2 * reduce
 
 
 def evaluate(mdl: Model, mach: Machine, plan: ServePlan, price: float | None = None) -> ServeResult:
-    ttft = _pass_seconds(mdl, mach, plan, 1, plan.seq_in, plan.seq_in)
+    prefill = calibration.factor(calibration.PREFILL_TIME_FACTOR, mach)
+    ttft = _pass_seconds(mdl, mach, plan, 1, plan.seq_in, plan.seq_in, prefill)
     context = plan.seq_in + plan.seq_out // 2
-    tpot = (_pass_seconds(mdl, mach, plan, plan.compiled_batch, 1, context)
-            + calibration.DECODE_STEP_OVERHEAD_S)
+    decode = calibration.factor(calibration.DECODE_TIME_FACTOR, mach)
+    tpot = _pass_seconds(mdl, mach, plan, plan.compiled_batch, 1, context, decode)
     round_s = plan.concurrency * ttft + plan.seq_out * tpot
     cost = mach.price(price)
     return ServeResult(mdl.name, mach.name, plan, memory_of(mdl, mach, plan), mach.hbm_per_rank, ttft, tpot,

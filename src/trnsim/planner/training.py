@@ -82,14 +82,14 @@ class TrainResult:
 
 def check(mdl: Model, mach: Machine, nodes: int, plan: TrainPlan) -> None:
     """ConfigError, saying what would divide, for a plan the model or machine cannot run."""
+    if mdl.heads % plan.tp or (mdl.kv_heads % plan.tp and plan.tp % mdl.kv_heads):
+        raise ConfigError(f"tp {plan.tp} does not divide {mdl.name}'s {mdl.heads} heads "
+                          f"({mdl.kv_heads} KV heads)", hint=f"tp in {_divisors(mdl.heads)}")
     ranks = nodes * mach.ranks
     if plan.tp * plan.pp * plan.dp != ranks:
         raise ConfigError(f"tp {plan.tp} x pp {plan.pp} x dp {plan.dp} = "
                           f"{plan.tp * plan.pp * plan.dp} ranks, but {nodes} x {mach.name} has {ranks}",
                           hint=f"choose tp x pp x dp = {ranks} ({mach.ranks} ranks per node)")
-    if mdl.heads % plan.tp or (mdl.kv_heads % plan.tp and plan.tp % mdl.kv_heads):
-        raise ConfigError(f"tp {plan.tp} does not divide {mdl.name}'s {mdl.heads} heads "
-                          f"({mdl.kv_heads} KV heads)", hint=f"tp in {_divisors(mdl.heads)}")
     if mdl.layers % (plan.pp * plan.interleave):
         raise ConfigError(f"pp {plan.pp} x interleave {plan.interleave} does not divide {mdl.layers} layers",
                           hint=f"pp in {_divisors(mdl.layers)}")
@@ -141,28 +141,43 @@ def evaluate(mdl: Model, mach: Machine, nodes: int, plan: TrainPlan, price: floa
     return result
 
 
+COSTED_TOKENS = 4096
+"""Ops are costed on the sequences of a microbatch that fit in this many tokens (at least one)
+and scaled to the whole microbatch: the same shapes serve many plans, and short sequences
+still run at the size the device sees."""
+
+
+def costed_sequences(plan: TrainPlan) -> int:
+    """The largest divisor of the microbatch whose tokens fit in COSTED_TOKENS (at least 1)."""
+    fit = max(1, COSTED_TOKENS // plan.seq)
+    return max(d for d in range(1, plan.microbatch + 1) if plan.microbatch % d == 0 and d <= fit)
+
+
 def _layer_times(mdl: Model, mach: Machine, plan: TrainPlan) -> dict[str, float]:
     """Seconds of one microbatch through one average layer: forward, backward, recompute, comms."""
     share = mdl.moe_layers / mdl.layers
+    sequences = costed_sequences(plan)
+    scale = plan.microbatch // sequences
     parts = {"forward": 0.0, "backward": 0.0, "recompute": 0.0, "flops": 0.0}
     for moe, weight in ((False, 1 - share), (True, share)):
         if weight == 0:
             continue
-        ops = layer_ops(mdl, 1, plan.seq, plan.seq, plan.tp, plan.ep, moe, seq_parallel=True)
-        forward = ops_seconds(mach, ops, plan.precision) * plan.microbatch
+        ops = layer_ops(mdl, sequences, plan.seq, plan.seq, plan.tp, plan.ep, moe, seq_parallel=True)
+        forward = ops_seconds(mach, ops, plan.precision) * scale
         parts["forward"] += weight * forward
-        parts["backward"] += weight * ops_seconds(mach, backward(ops), plan.precision) * plan.microbatch
-        parts["recompute"] += weight * _recompute(ops, forward, mach, plan)
-        parts["flops"] += weight * sum(flops(op) for op in ops) * plan.microbatch
+        parts["backward"] += weight * ops_seconds(mach, backward(ops), plan.precision) * scale
+        parts["recompute"] += weight * _recompute(ops, forward, mach, plan) * scale
+        parts["flops"] += weight * sum(flops(op) for op in ops) * scale
     return parts
 
 
 def _recompute(ops: list[Op], forward: float, mach: Machine, plan: TrainPlan) -> float:
+    """Recomputed forward time of the costed sequences (`forward` is already scaled)."""
     if plan.recompute == "full":
-        return forward
+        return forward / (plan.microbatch // costed_sequences(plan))
     if plan.recompute == "selective":  # the FFN activation is recomputed, not kept
         kept = [op for op in ops if op.family == "elementwise" and op.args[1] != 2]
-        return ops_seconds(mach, kept, plan.precision) * plan.microbatch
+        return ops_seconds(mach, kept, plan.precision)
     return 0.0
 
 
@@ -180,11 +195,13 @@ def _tp_comm(mdl: Model, mach: Machine, plan: TrainPlan) -> float:
 
 
 def _time(result: TrainResult, mdl: Model, mach: Machine, plan: TrainPlan) -> None:
-    factor = calibration.TRAIN_TIME_FACTOR[mach.target or "gpu"]
+    factor = calibration.factor(calibration.TRAIN_TIME_FACTOR, mach)
     layer = _layer_times(mdl, mach, plan)
     stage_layers = mdl.layers / plan.pp
-    head = head_ops(mdl, plan.seq, 1, plan.tp)
-    head_s = (ops_seconds(mach, head, plan.precision) + ops_seconds(mach, backward(head), plan.precision))
+    sequences = costed_sequences(plan)
+    head = head_ops(mdl, sequences * plan.seq, sequences, plan.tp)
+    head_s = (ops_seconds(mach, head, plan.precision)
+              + ops_seconds(mach, backward(head), plan.precision)) / sequences
     per_microbatch_compute = (stage_layers * (layer["forward"] + layer["backward"] + layer["recompute"])
                               + head_s * plan.microbatch) * factor
     per_microbatch_comm = stage_layers * _tp_comm(mdl, mach, plan)
@@ -210,7 +227,7 @@ def _time(result: TrainResult, mdl: Model, mach: Machine, plan: TrainPlan) -> No
     result.sequences_per_s = plan.global_batch / result.step_s
     result.tokens_per_s = result.sequences_per_s * plan.seq
     flops_per_sequence = 3 * plan.tp * (mdl.layers * layer["flops"] / plan.microbatch
-                                        + sum(flops(op) for op in head))
+                                        + sum(flops(op) for op in head) / sequences)
     peak = mach.peak_per_rank(plan.precision) * mach.ranks * result.nodes
     result.mfu = flops_per_sequence * result.sequences_per_s / peak
     recompute_share = {"full": 1 / 3, "selective": 0.0, "none": 0.0}[plan.recompute]

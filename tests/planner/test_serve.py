@@ -1,0 +1,54 @@
+import pytest
+
+from trnsim import planner
+from trnsim.errors import ConfigError
+from trnsim.planner import ServePlan
+
+
+def test_kv_cache_grows_with_context_and_batch(roofline_costs):
+    short = planner.serve("llama-3.1-70b", "trn2.48xlarge", ServePlan(tp=64, compiled_batch=4, seq_in=1000))
+    long = planner.serve("llama-3.1-70b", "trn2.48xlarge", ServePlan(tp=64, compiled_batch=8, seq_in=4000))
+    ratio = long.memory["kv cache"] / short.memory["kv cache"]
+    assert ratio == pytest.approx(2 * (4000 + 128) / (1000 + 128))
+
+
+def test_int8_weights_halve_weight_memory_and_speed_up_decode(roofline_costs):
+    plan = ServePlan(tp=32, compiled_batch=1, seq_in=128, seq_out=128)
+    bf16 = planner.serve("llama-3-8b", "trn1.32xlarge", plan)
+    int8 = planner.serve("llama-3-8b", "trn1.32xlarge", ServePlan(**{**plan.__dict__, "weights": "int8"}))
+    assert int8.memory["weights"] == pytest.approx(bf16.memory["weights"] / 2)
+    assert int8.tpot_s < bf16.tpot_s and int8.ttft_s < bf16.ttft_s
+
+
+def test_70b_does_not_fit_one_trn2_chip(roofline_costs):
+    result = planner.serve("llama-3.3-70b", "trn2.48xlarge", ServePlan(tp=4))
+    assert not result.fits
+
+
+def test_throughput_and_price_per_token(roofline_costs):
+    result = planner.serve("llama-3.1-8b", "trn2.48xlarge", ServePlan(tp=4, concurrency=8, compiled_batch=8))
+    assert result.replicas == 16
+    assert result.tokens_per_s <= 8 / result.tpot_s
+    assert result.usd_per_million_tokens() == pytest.approx(
+        35.76 / 3600 / result.tokens_per_s_per_instance * 1e6)
+
+
+def test_unknown_prices_are_not_invented(roofline_costs):
+    result = planner.serve("llama-3.1-8b", "Trn2 UltraServer", ServePlan(tp=64))
+    assert result.usd_per_hour is None and result.usd_per_million_tokens() is None
+    assert "--price" in result.price_source
+    priced = planner.serve("llama-3.1-8b", "Trn2 UltraServer", ServePlan(tp=64), price=150.0)
+    assert priced.usd_per_hour == 150.0
+
+
+@pytest.mark.parametrize("plan, message", [
+    (ServePlan(tp=7), "divide"), (ServePlan(tp=4, concurrency=8, compiled_batch=4), "concurrency"),
+])
+def test_bad_serving_plans(plan, message):
+    with pytest.raises(ConfigError, match=message):
+        planner.serve("llama-3.1-8b", "trn1.32xlarge", plan)
+
+
+def test_fp8_weights_need_an_fp8_peak():
+    with pytest.raises(ConfigError, match="fp8"):
+        planner.serve("llama-3.1-8b", "p4d.24xlarge", ServePlan(tp=8, weights="fp8"))
