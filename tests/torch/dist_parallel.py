@@ -2,8 +2,9 @@
 
 Run by test_torch_distributed.py, or by hand: `torchrun --nproc_per_node=4 tests/torch/dist_parallel.py`.
 Every rank prints `<strategy> <rank> equal` when its losses and parameters are bitwise the same on
-both devices (`differ` otherwise). The CPU runs go through gloo: the neuron backend is gloo for CPU
-tensors as for neuron ones.
+both devices (`differ` otherwise), then `profile <rank> ok` when a profiled FSDP2 step reports
+compute, communication, overlap and the job's price. The CPU runs go through gloo: the neuron
+backend is gloo for CPU tensors as for neuron ones.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from torch.nn import functional as F
 from torch.nn.parallel import DistributedDataParallel
 from torch_gpt import Block
 
-import trnsim.torch  # noqa: F401
+import trnsim.torch
 
 VOCAB, D_MODEL, HEADS, SEQ, BATCH, STEPS = 64, 32, 2, 8, 4, 2
 
@@ -134,6 +135,24 @@ def pipeline(device: str, pairs: list) -> list:
     return results + [p.detach().cpu() for p in model.parameters()]
 
 
+def profiled_fsdp_step() -> bool:
+    """One FSDP2 step under `trnsim.torch.profile`: compute, collectives, overlap and the job's price."""
+    model, mesh = model_on("neuron"), init_device_mesh("neuron", (dist.get_world_size(),))
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    idx, target = batches(dist.get_rank(), "neuron")[0]
+    with trnsim.torch.profile(target="trn2") as prof:
+        loss_of(model(idx), target).backward()
+    report = prof.report()
+    job = report.job()
+    if dist.get_rank() == 0:
+        print(report.table(), job.table(), sep="\n", file=sys.stderr)
+    return (report.total_s > 0 and report.comm_s > 0 and 0 <= report.overlap_s <= report.comm_s
+            and report.step_s <= report.total_s + report.comm_s and len(job.ranks) == dist.get_world_size()
+            and job.cost_usd > 0 and "c10d" not in str(report.untimed))
+
+
 def main() -> None:
     dist.init_process_group("neuron")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -145,6 +164,7 @@ def main() -> None:
         cpu, neuron = run("cpu"), run("neuron")
         same = len(cpu) == len(neuron) and all(torch.equal(a, b) for a, b in zip(cpu, neuron, strict=True))
         print(f"{name} {rank} {'equal' if same else 'differ'}", flush=True)
+    print(f"profile {rank} {'ok' if profiled_fsdp_step() else 'wrong'}", flush=True)
     dist.destroy_process_group()
 
 

@@ -21,6 +21,7 @@ import torch
 
 from trnsim import config, hardware
 from trnsim.errors import ConfigError, SpecError
+from trnsim.torch import collectives
 
 ACTIVE: contextvars.ContextVar[Profile | None] = contextvars.ContextVar("trnsim_torch_profile", default=None)
 DEFAULT_TARGET = "trn2"
@@ -77,6 +78,8 @@ class Report:
     cores_per_instance: int | None
     ops: tuple[OpTime, ...]
     untimed: dict[str, int]
+    comms: tuple[OpTime, ...] = ()
+    step_s: float = 0.0
 
     @property
     def total_s(self) -> float:
@@ -90,6 +93,26 @@ class Report:
     def matmul_share(self) -> float:
         """Fraction of device time spent in matmul kernels (TensorE work), 0 when nothing ran."""
         return self.matmul_s / self.total_s if self.total_s else 0.0
+
+    @property
+    def comm_s(self) -> float:
+        """Time of the collectives (trnsim.system's model on the instance), apart from compute."""
+        return sum(op.device_s for op in self.comms)
+
+    @property
+    def overlap_s(self) -> float:
+        """Communication hidden behind compute: compute + communication - the block's time."""
+        return self.total_s + self.comm_s - self.step_s
+
+    @property
+    def step_cost_usd(self) -> float:
+        """The block's time (compute and communication, overlapped) at one core's price."""
+        return self.step_s * self._price() / 3600 / self.cores_per_instance
+
+    def job(self, group=None) -> collectives.JobReport:
+        """Every rank's compute, communication and overlap, and the job's step time and price
+        (a collective call: every rank of `group`, default the world, must make it)."""
+        return collectives.job_report(self, group)
 
     @property
     def per_op(self) -> dict[str, OpTime]:
@@ -122,6 +145,10 @@ class Report:
         for op in self.ops[:top]:
             share = op.device_s / self.total_s if self.total_s else 0.0
             lines.append(f"  {op.op:<55} x{op.count:<5} {op.device_s * 1e6:9.1f} us {share:6.1%}")
+        if self.comms:
+            calls = sum(op.count for op in self.comms)
+            lines.append(f"  collectives: {calls} calls, {self.comm_s * 1e3:.3f} ms, "
+                         f"{self.overlap_s * 1e3:.3f} ms overlapped; block {self.step_s * 1e3:.3f} ms")
         if self.untimed:
             lines.append(f"  untimed (ran on CPU or no kernel recipe): {sum(self.untimed.values())} ops")
         return "\n".join(lines)
@@ -137,6 +164,15 @@ def default_instance(target: str) -> hardware.InstanceSpec | None:
     return min(priced, key=lambda i: (-i.accelerators, i.usd_per_hour))
 
 
+def _add(entry: list, count: int, device_s: float, matmul_s: float) -> None:
+    entry[0], entry[1], entry[2] = entry[0] + count, entry[1] + count * device_s, entry[2] + count * matmul_s
+
+
+def _op_times(per_op: dict) -> tuple[OpTime, ...]:
+    return tuple(sorted((OpTime(op=op, count=c, device_s=s, matmul_s=m) for op, (c, s, m) in per_op.items()),
+                        key=lambda o: -o.device_s))
+
+
 class Profile:
     """What ran on neuron inside a `profile` block; `report(target)` times it."""
 
@@ -147,6 +183,7 @@ class Profile:
         self.target, self.lnc, self.instance = target, lnc, instance
         self.counts: collections.Counter = collections.Counter()
         self.kernel_traces: list[tuple[str, object]] = []
+        self.sequence: list[tuple] = []  # the recorded keys in the order they ran
 
     def record(self, func, args, out) -> None:
         """Note one op run on real buffers (dispatch calls this for every op while active).
@@ -155,7 +192,11 @@ class Profile:
         """
         if not _real(args):
             return
-        self.counts[(str(func), signature(args), output_signature(out))] += 1
+        key = (str(func), signature(args), output_signature(out))
+        if collectives.is_collective(func):
+            key += (collectives.group_of(args),)
+        self.counts[key] += 1
+        self.sequence.append(key)
 
     def record_trace(self, name: str, trace) -> None:
         """Note one NKI kernel launch (`trnsim.torch.nki_call`) by its instruction trace."""
@@ -166,7 +207,6 @@ class Profile:
         # Imported here: the timing model is only needed once a report is asked for.
         from trnsim.core.isa import MATMUL
         from trnsim.timing import schedule
-        from trnsim.torch import devicetime, fallback
 
         target, lnc = target or self.target, lnc or self.lnc
         spec = hardware.instance(instance or self.instance) if (instance or self.instance) else \
@@ -174,30 +214,48 @@ class Profile:
         if lnc == 2 and spec is not None and not spec.logical_cores:
             raise ConfigError(f"{spec.name} has no logical cores (LNC=2)",
                               hint="use lnc=1 or a trn2/trn3 target")
-        per_op: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0])
         untimed: collections.Counter = collections.Counter()
-        fallen = fallback.counts()
-        for (op, inputs, outputs), count in self.counts.items():
+        seconds = self._seconds(target, lnc, target if spec is None else spec.name, untimed)
+        per_op: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0])
+        per_comm: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0])
+        for key, (device_s, matmul_s) in seconds.items():
+            _add((per_comm if len(key) == 4 else per_op)[key[0]], self.counts[key], device_s, matmul_s)
+        kernels_s = 0.0
+        for name, trace in self.kernel_traces:
+            kernel_s = schedule.latency_s(trace, target)
+            matmul = kernel_s if any(ins.opcode in MATMUL for ins in trace) else 0.0
+            kernels_s += kernel_s
+            _add(per_op[name], 1, kernel_s, matmul)
+        waits = {key for key in self.counts if len(key) == 4 and key[0].split(".")[1] in collectives.WAITS}
+        step_s = kernels_s + collectives.step_s(self.sequence, {k: v[0] for k, v in seconds.items()},
+                                                {key for key in self.counts if len(key) == 4}, waits)
+        cores = None if spec is None else (spec.logical_cores if lnc == 2 else spec.cores)
+        return Report(target=target, lnc=lnc, instance=None if spec is None else spec.name,
+                      usd_per_hour=None if spec is None else spec.usd_per_hour, cores_per_instance=cores,
+                      ops=_op_times(per_op), untimed=dict(untimed), comms=_op_times(per_comm), step_s=step_s)
+
+    def _seconds(self, target: str, lnc: int, instance: str, untimed: collections.Counter) -> dict:
+        """(device seconds, matmul seconds) of one call of each recorded op; ops that cannot be
+        timed (fallen back to CPU, no kernel recipe, a collective the model lacks) go to `untimed`."""
+        from trnsim.torch import devicetime, fallback
+
+        fallen, found = fallback.counts(), {}
+        for key, count in self.counts.items():
+            op, inputs, outputs = key[:3]
+            if len(key) == 4:
+                comm_s = collectives.time_s(op, inputs, outputs, key[3], instance, collectives.lnc_setting())
+                if comm_s is None:
+                    untimed[op] += count
+                else:
+                    found[key] = (comm_s, 0.0)
+                continue
             launches = devicetime.launches(op, inputs, outputs)
             if not launches and (op in fallen or not devicetime.is_free(op)):
                 untimed[op] += count
                 continue
             times = [(launch.family, devicetime.launch_time_s(launch, target, lnc)) for launch in launches]
-            entry = per_op[op]
-            entry[0] += count
-            entry[1] += count * sum(t for _, t in times)
-            entry[2] += count * sum(t for family, t in times if family == "matmul")
-        for name, trace in self.kernel_traces:
-            seconds = schedule.latency_s(trace, target)
-            matmul = seconds if any(ins.opcode in MATMUL for ins in trace) else 0.0
-            entry = per_op[name]
-            entry[0], entry[1], entry[2] = entry[0] + 1, entry[1] + seconds, entry[2] + matmul
-        ops = sorted((OpTime(op=op, count=c, device_s=s, matmul_s=m) for op, (c, s, m) in per_op.items()),
-                     key=lambda o: -o.device_s)
-        cores = None if spec is None else (spec.logical_cores if lnc == 2 else spec.cores)
-        return Report(target=target, lnc=lnc, instance=None if spec is None else spec.name,
-                      usd_per_hour=None if spec is None else spec.usd_per_hour, cores_per_instance=cores,
-                      ops=tuple(ops), untimed=dict(untimed))
+            found[key] = (sum(t for _, t in times), sum(t for family, t in times if family == "matmul"))
+        return found
 
     @property
     def total_s(self) -> float:
