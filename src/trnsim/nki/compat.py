@@ -46,8 +46,8 @@ class _AliasLoader(importlib.abc.Loader):
         """The target module is already executed."""
 
 
-# The old API's modules that are the 0.6 ones (the `tensor[...]` annotations, the ISA enums).
-_LEGACY_RENAMED = {"typing": "trnsim.nki.typing", **_RENAMED}
+# The old API's modules that are the 0.6 ones (the ISA enums).
+_LEGACY_RENAMED = dict(_RENAMED)
 
 
 def alias_target(fullname: str, legacy: bool = False) -> str | None:
