@@ -4,7 +4,8 @@ Run with TRNSIM_LEGACY_KERNELS=/tmp/legacy-kernels after
 `python tools/export_legacy_kernels.py /tmp/legacy-kernels`, which exports (SOURCES there):
 
 - aws-neuron-sdk 1043931fc6018761f2a6faab70a1b24d00b543d3 (tag v2.26.1), nki/test/test_*.py: the
-  per-instruction tests, each a unittest module with its own numpy check, run as they are;
+  per-instruction tests, each a unittest module with its own numpy check, run as they are; and
+  the small kernels of nki/examples (index, layout, SPMD matmul, profiling examples);
 - nki-samples fc5c69f79c899d719f6c351fd01acf3c419a6b8b (the last commit before NKI beta 2), the
   tutorials and reference/attention.py (flash attention forward and backward);
 - nki-samples c9c0ab0ff4cb66e6d46c91716568a6734e9c78ce, the attention forward performance series.
@@ -35,6 +36,7 @@ if not ROOT.is_dir():
 pytestmark = pytest.mark.kernels
 
 SDK_TESTS = ROOT / "aws-neuron-sdk" / "nki" / "test"
+SDK_EXAMPLES = ROOT / "aws-neuron-sdk" / "nki" / "examples"
 TUTORIALS = ROOT / "nki-samples" / "src" / "nki_samples" / "tutorials"
 SAMPLES_SRC = ROOT / "nki-samples" / "src"
 ATTENTION_SERIES = ROOT / "nki-samples-attention" / "src" / "nki_samples" / "tutorials" / \
@@ -246,3 +248,61 @@ def test_reference_adaptive_avg_pool2d():
     x = normal(1, 128, 8, 8)
     np.testing.assert_allclose(vision.adaptive_avg_pool2d_kernel(x, (4, 4)),
                                x.reshape(1, 128, 4, 2, 4, 2).mean(axis=(3, 5)), rtol=1e-5, atol=1e-6)
+
+
+def _example(name: str) -> dict:
+    """An SDK example's names (its `__main__` needs torch_xla on a Neuron device: not run)."""
+    return runpy.run_path(str(SDK_EXAMPLES / name))
+
+
+@pytest.mark.parametrize(("name", "shape"), [("layout-pass.py", (128, 512)), ("prof-kernel.py", (128, 512)),
+                                             ("layout-dynamic-loop.py", (100, 512)),
+                                             ("layout-loop.py", (256, 512))])
+def test_sdk_exp_examples(name, shape, monkeypatch):
+    """layout-loop.py decorates with torch_neuronx.nki_jit, the PyTorch entry of the same jit: a
+    stand-in module gives it. layout-dynamic-loop.py returns inside its loop (only the first 128
+    rows are computed), so it gets fewer rows, which its mask handles."""
+    import types
+
+    import neuronxcc.nki as nki
+    monkeypatch.setitem(sys.modules, "torch_neuronx", types.SimpleNamespace(nki_jit=nki.jit))
+    x = normal(*shape)
+    np.testing.assert_allclose(_example(name)["tensor_exp_kernel_"](x), np.exp(x), rtol=1e-6)
+
+
+def test_sdk_layout_violation_is_refused_at_its_line():
+    """layout-violation.py shows a 256-partition tile the compiler refuses; trnsim refuses it too."""
+    from trnsim.errors import ShapeError
+    with pytest.raises(ShapeError, match=r"layout-violation.py:\d+ in tensor_exp_kernel_: nl.load: "
+                                         r".*256 partitions"):
+        _example("layout-violation.py")["tensor_exp_kernel_"](normal(256, 512))
+
+
+def test_sdk_index_examples():
+    x = normal(128, 64)
+    even, odd = _example("index-case-1.py")["tensor_split_kernel_"](x)
+    np.testing.assert_array_equal(even, x[:, ::2])
+    np.testing.assert_array_equal(odd, x[:, 1::2])
+    image = np.arange(2 * 6 * 6, dtype=np.float32).reshape(2, 6, 6)
+    np.testing.assert_array_equal(_example("index-case-3.py")["tensor_maxpool_kernel_"](image, 2),
+                                  image.reshape(2, 3, 2, 3, 2).max(axis=(2, 4)))
+
+
+@pytest.mark.parametrize(("name", "transposed"), [("mm-nl-spmd.py", False), ("mm-nisa-spmd.py", True)])
+def test_sdk_spmd_matmul_examples(name, transposed):
+    a = normal(128, 512) if transposed else normal(512, 128)
+    b = normal(128, 1024)
+    expected = (a.T if transposed else a) @ b
+    got = _example(name)["matmul_128x128x512_spmd"][4, 2](a, b)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize(("name", "printed"), [
+    ("getting_started_baremetal.py", "[[2. 2. 2.]"),  # ones + ones, printed by the script
+    ("prof-kernel-benchmark.py", "predicted latency"), ("prof-kernel-profile.py", "predicted latency")])
+def test_sdk_getting_started_and_benchmark_scripts(name, printed, monkeypatch):
+    monkeypatch.setattr(sys, "argv", [name])
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        runpy.run_path(str(SDK_EXAMPLES / name), run_name="__main__")
+    assert printed in output.getvalue()
