@@ -59,3 +59,17 @@ def test_pin_memory_is_a_host_copy():
     x = torch.arange(3.0)
     pinned = x.pin_memory()
     assert torch.equal(pinned, x) and pinned.data_ptr() != x.data_ptr()
+
+
+def test_memory_statistics_count_live_buffers_against_the_cores_hbm_share(monkeypatch):
+    monkeypatch.delenv("NEURON_LOGICAL_NC_CONFIG", raising=False)
+    before = torch.neuron.memory_allocated()
+    x = torch.ones(256, 1024, device="neuron")
+    view = x[:10]  # shares x's buffer: counted once
+    assert torch.neuron.memory_allocated() - before == 256 * 1024 * 4 and view.device.type == "neuron"
+    with config.override(target="trn2"):
+        free, total = torch.neuron.mem_get_info()
+    assert total == 96 * 2**30 // 4  # trn2: 96 GiB HBM per chip, 4 logical cores (LNC=2) on it
+    assert free == total - torch.neuron.memory_allocated()
+    del x, view
+    assert torch.neuron.memory_allocated() == before

@@ -109,3 +109,14 @@ def test_compiled_graphs_are_charged_per_call_from_their_node_shapes():
     assert graph.report().per_op["aten.addmm.default"].count == 2
     assert graph.report().per_op["aten.addmm.default"].device_s == pytest.approx(
         2 * eager.report().per_op["aten.addmm.default"].device_s)
+
+
+def test_ops_in_another_thread_are_recorded_in_the_open_profile():
+    import threading
+
+    x = torch.ones(4, 4, device="neuron")
+    with trnsim.torch.profile() as prof:
+        worker = threading.Thread(target=lambda: x @ x)  # as autograd's backward workers run
+        worker.start()
+        worker.join()
+    assert prof.counts and any("aten.mm" in key[0] for key in prof.counts)

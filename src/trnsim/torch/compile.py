@@ -88,7 +88,7 @@ class LoweredGraph(fx.Interpreter):
                    for op, inputs, outputs in self.signatures)
 
     def __call__(self, args):
-        self.active = profiler.ACTIVE.get()
+        self.active = profiler.current()
         try:
             return self.boxed_run(args)
         finally:

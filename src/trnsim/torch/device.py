@@ -11,6 +11,7 @@ tests/torch/test_torch_private_api.py.
 from __future__ import annotations
 
 import contextlib
+import gc
 import types
 
 import torch
@@ -62,6 +63,8 @@ def _module() -> types.ModuleType:
         "get_rng_state": lambda device=None: torch.get_rng_state(),
         "set_rng_state": lambda state, device=None: torch.set_rng_state(state),
         "get_amp_supported_dtype": lambda: [torch.bfloat16, torch.float16],
+        "memory_allocated": memory_allocated,
+        "mem_get_info": mem_get_info,
         "device": _DeviceContext,
         "_utils": types.SimpleNamespace(_get_device_index=_storage_index),
         "Stream": Stream,
@@ -133,6 +136,28 @@ def placement(device) -> torch.device:
     neuron:0 even after `set_device(k)` (a process drives one device, as a torchrun rank does)."""
     resolved = check_index(device)
     return tensor.CURRENT[0] if resolved.index == 0 else resolved
+
+
+def memory_allocated(device=None) -> int:
+    """Bytes held by the distinct buffers of the live neuron tensors on `device` (default: the
+    current one). Found by walking the garbage collector's objects when asked: no cost per op."""
+    index = check_index(device if device is not None else tensor.CURRENT[0]).index
+    buffers = {}
+    for value in gc.get_objects():
+        if type(value) is NeuronTensor and value.device.index == index and type(value._elem) is torch.Tensor:
+            storage = value._elem.untyped_storage()
+            buffers[storage.data_ptr()] = storage.nbytes()
+    return sum(buffers.values())
+
+
+def mem_get_info(device=None) -> tuple[int, int]:
+    """(free, total) bytes of one device: its share of the chip's HBM (the chip's HBM over the
+    logical cores on it), less `memory_allocated`."""
+    from trnsim.torch import distributed
+
+    node = distributed.machine()
+    total = node.fabric.system.chip.hbm_bytes // node.ranks_per_chip
+    return total - memory_allocated(device), total
 
 
 def set_device(device) -> None:

@@ -32,7 +32,7 @@ def nki_call(kernel, *args, target: str | None = None, **kwargs):
     """
     from trnsim import nki  # imported on first use: `import torch` autoloads this package
 
-    active = profiler.ACTIVE.get()
+    active = profiler.current()
     target = target or (active.target if active is not None else None)
     compiled = nki.jit(kernel)
     inputs = [buffer_of(a) for a in args]

@@ -195,7 +195,7 @@ def _rewrap(value, owners: dict, func):
 
 def _finish(func, args, kwargs, uargs, out):
     """Turn CPU results into what the caller expects and charge the op's device time."""
-    active = profiler.ACTIVE.get()
+    active = profiler.current()
     if active is not None:
         active.record(func, uargs, out)
     device = kwargs.get("device")

@@ -24,6 +24,9 @@ from trnsim.errors import ConfigError, SpecError
 from trnsim.torch import collectives
 
 ACTIVE: contextvars.ContextVar[Profile | None] = contextvars.ContextVar("trnsim_torch_profile", default=None)
+# Profiles open in any thread, innermost last: threads that did not open one (autograd's backward
+# workers, DataLoader threads, threads an op spawns) record into the innermost.
+OPEN: list[Profile] = []
 DEFAULT_TARGET = "trn2"
 
 
@@ -280,7 +283,17 @@ def profile(target: str | None = None, lnc: int = 1, instance: str | None = None
     """
     recorder = Profile(target=target or config.current().target or DEFAULT_TARGET, lnc=lnc, instance=instance)
     token = ACTIVE.set(recorder)
+    OPEN.append(recorder)
     try:
         yield recorder
     finally:
+        OPEN.remove(recorder)
         ACTIVE.reset(token)
+
+
+def current() -> Profile | None:
+    """The profile ops of this thread record into: its own block's, else the innermost open one."""
+    active = ACTIVE.get()
+    if active is None and OPEN:
+        return OPEN[-1]
+    return active
