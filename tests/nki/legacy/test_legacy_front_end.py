@@ -263,3 +263,19 @@ def test_masked_reduction_fills_the_rows_the_mask_keeps():
         return out
     a = normal(200, 64)
     np.testing.assert_array_equal(row_max(a), a.max(axis=1, keepdims=True))
+
+
+def test_a_tile_value_offsets_an_index_at_run_time():
+    """`src[i_p, offsets[0, i] + i_f]`: the offset is read from the tile when the kernel gets there."""
+    @nki.jit
+    def gather_columns(src, offsets):
+        out = nl.ndarray((128, 4), dtype=src.dtype, buffer=nl.shared_hbm)
+        table, where = nl.load(src), nl.load(offsets)
+        picked = nl.ndarray((128, 4), dtype=src.dtype)
+        i_p, i_f = nl.mgrid[0:128, 0:1]
+        for i in nl.affine_range(4):
+            picked[i_p, i + i_f] = nisa.tensor_copy_dynamic_src(table[i_p, where[0, i] + i_f])
+        nl.store(out, value=picked)
+        return out
+    src, offsets = normal(128, 64), np.array([[7, 3, 60, 0]], np.int32)
+    np.testing.assert_array_equal(gather_columns(src, offsets), src[:, offsets[0]])

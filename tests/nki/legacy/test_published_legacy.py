@@ -50,7 +50,6 @@ NOT_PASSING = {
         "two cases expect numpy's IndexError text for an out-of-bounds DMA (trnsim raises HazardError naming "
         "the kernel line); dst_rmw_op is not emulated",
     "test_nki_isa_nc_match_replace8.py": "nc_match_replace8 with mask= is not emulated",
-    "test_nki_isa_tensor_copy_dynamic.py": "nisa.tensor_copy_dynamic_src is not emulated",
     "test_nki_nl_atomic_rmw.py": "nl.atomic_rmw is not emulated",
     "test_nki_nl_gather_flattened.py":
         "memsets one element at partition 1..31; engines start an access only at partitions 0/32/64/96 (the "

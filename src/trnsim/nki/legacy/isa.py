@@ -126,6 +126,19 @@ def tensor_copy(src, mask=None, dtype=None, engine=engine.unknown, **kwargs) -> 
     return tile
 
 
+def tensor_copy_dynamic_src(src, mask=None, dtype=None, engine=engine.unknown, **kwargs) -> Tile:
+    """A copy whose source index holds a runtime offset (`t[ix, offsets[0, i] + iy]`)."""
+    return tensor_copy(src, mask=mask, dtype=dtype, engine=engine)
+
+
+def tensor_copy_dynamic_dst(dst, src, mask=None, dtype=None, engine=engine.unknown, **kwargs):
+    """A copy whose destination index holds a runtime offset."""
+    call = Call([dst], mask)
+    if not call.empty:
+        nisa06.tensor_copy(dst=call.view(dst, broadcast=False), src=call.source(src), engine=engine)
+    return dst
+
+
 def reciprocal(data, dtype=None, mask=None, **kwargs) -> Tile:
     return _compute(nisa06.reciprocal, data, dtype, mask)
 

@@ -18,6 +18,18 @@ from trnsim.errors import HazardError, ShapeError, UnsupportedError
 from trnsim.nki.legacy.index import IndexExpr, key_arrays
 from trnsim.nki.tensor import NkiTensor
 
+_INDEX_OPS = {"add": "add", "subtract": "sub", "multiply": "mul"}
+
+
+def _runtime_value(tile) -> int:
+    """The one integer a [1, 1] tile holds, read when the kernel reaches it (a dynamic offset, as
+    the hardware reads a register); a run without values cannot know it."""
+    view = tile.resolve() if isinstance(tile, Indexed) else tile.base
+    if view.size != 1:
+        raise ShapeError(f"a tile of shape {list(view.shape)} used in an index expression; only a single "
+                         f"value (a [1, 1] tile) can offset an index")
+    return int(np.asarray(view.array()).reshape(-1)[0])
+
 
 class _Operators:
     """`a + b`, `a < b`, `a += b` ... on tiles and indexed tiles: the old nl calls."""
@@ -28,6 +40,9 @@ class _Operators:
     def _op(name: str, reverse: bool = False):  # noqa: N805 - a factory used in the class body
         def method(self, other):
             from trnsim.nki.legacy import language
+            if isinstance(other, IndexExpr):  # `offsets[0, i] + i_f`: an index moved by a tile's value
+                operator = f"__{'r' if reverse else ''}{_INDEX_OPS[name]}__"
+                return getattr(IndexExpr(_runtime_value(self)), operator)(other)
             function = getattr(language, name)
             return function(other, self) if reverse else function(self, other)
         return method
@@ -96,6 +111,8 @@ class Tile(_Operators):
     # --- indexing ---------------------------------------------------------------------------
     def __getitem__(self, key):
         keys = key if isinstance(key, tuple) else (key,)
+        keys = tuple(_runtime_value(k) if isinstance(k, Tile | Indexed) and np.prod(k.shape) == 1 else k
+                     for k in keys)  # a one-value tile as an index: its value, read now
         if any(isinstance(k, IndexExpr | Tile | Indexed) for k in keys):
             return Indexed(self, keys)
         base = _widened(self.base, len(keys))
