@@ -279,3 +279,17 @@ def test_a_tile_value_offsets_an_index_at_run_time():
         return out
     src, offsets = normal(128, 64), np.array([[7, 3, 60, 0]], np.int32)
     np.testing.assert_array_equal(gather_columns(src, offsets), src[:, offsets[0]])
+
+
+@pytest.mark.parametrize(("body", "error", "message"), [
+    ("nl.ndarray((128, 8192), dtype=nl.float32, buffer=nl.psum)", "CapacityError", "PSUM tile"),
+    ("nl.load(a[nl.arange(64)[:, None] // 2, nl.arange(64)[None, :]])", "UnsupportedError", "not affine"),
+    ("nl.load(a[nl.arange(64)[:, None], nl.arange(64)[None, :]], mask=nl.arange(64)[:, None] % 2 == 0)",
+     "UnsupportedError", "non-contiguous"),
+])
+def test_old_api_error_cases_name_the_kernel_line(body, error, message):
+    import trnsim.errors
+    namespace = {"nl": nl, "nki": nki}
+    exec(f"@nki.jit\ndef broken(a):\n    {body}\n    return a\n", namespace)  # noqa: S102 - one kernel per case
+    with pytest.raises(getattr(trnsim.errors, error), match=rf"<string>:3 in broken: .*{message}"):
+        namespace["broken"](normal(64, 64))
