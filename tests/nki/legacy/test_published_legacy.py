@@ -305,3 +305,20 @@ def test_sdk_getting_started_and_benchmark_scripts(name, printed, monkeypatch):
     with contextlib.redirect_stdout(output):
         runpy.run_path(str(SDK_EXAMPLES / name), run_name="__main__")
     assert printed in output.getvalue()
+
+
+def test_reference_allocated_sd_attention():
+    """reference/allocated_attention.py: softmax(0.125 * Q.T @ K) @ V with bf16 matmuls, tiles placed
+    with ncc.sbuf/psum.mod_alloc (placement stays trnsim's)."""
+    sys.path.insert(0, str(SAMPLES_SRC))
+    try:
+        from nki_samples.reference import allocated_attention
+    finally:
+        sys.path.remove(str(SAMPLES_SRC))
+    q, k = (normal(1, 128, 1024) / 4 for _ in range(2))
+    v = normal(1, 1024, 128)
+    scores = np.einsum("bdq,bdk->bqk", q, k) * 0.125
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    expected = np.einsum("bqk,bkd->bdq", probs / probs.sum(-1, keepdims=True), v)
+    got = allocated_attention.allocated_fused_self_attn_for_SD_small_head_size(q, k, v)
+    assert np.abs(got - expected).max() <= 1e-2 * np.abs(expected).max()
