@@ -3,11 +3,12 @@ Prints one JSON object: MAPE of time overall, at sizes >= 1 MiB and below, per o
 fraction of rows whose listed algorithm the model picks (the calibration table lists only the
 operation's short name there, so no row names an algorithm and none is compared).
 
-    python bench/collectives.py [--csv PATH] [--fit]
+    python bench/collectives.py [--csv PATH] [--fit] [--predict 4,8,32,64]
 
 `--fit` refits the model's free constants (hardware/data/collectives.toml) on the table, minimising
 the MAPE of time, and prints them; copy them into the data file by hand. Only the 16-rank table is
-fitted: other rank counts are predictions.
+fitted: other rank counts are predictions, which `--predict` lists for the table's operations and
+sizes (to compare with measurements of those rank counts).
 """
 
 from __future__ import annotations
@@ -76,6 +77,18 @@ def report(rows: list[dict], machine: system.Machine) -> dict:
     }
 
 
+def predictions(rows: list[dict], rank_counts: list[int]) -> list[dict]:
+    """Predicted time (us), busbw and algorithm at each rank count for the table's (op, size) rows."""
+    found = []
+    for ranks in rank_counts:
+        for row in rows:
+            t = system.collective_time(row["op"], row["size"], ranks)
+            found.append({"ranks": ranks, "op": row["op"], "size": row["size"],
+                          "time_us": round(t.seconds * 1e6, 2), "busbw": round(t.busbw, 2),
+                          "algorithm": t.algorithm})
+    return found
+
+
 def fit(rows: list[dict]) -> dict[str, float]:
     """Differential evolution (global: the choice of algorithm makes the error piecewise) within
     physically sensible bounds; seeded, so the fit is reproducible."""
@@ -93,6 +106,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", type=pathlib.Path, default=DEFAULT_CSV)
     parser.add_argument("--fit", action="store_true")
+    parser.add_argument("--predict", metavar="RANKS", help="comma-separated rank counts to predict")
     args = parser.parse_args()
     if not args.csv.exists():
         print(f"calibration table {args.csv} not found", file=sys.stderr)
@@ -100,6 +114,8 @@ def main() -> int:
     rows = read_table(args.csv)
     fabric = system.fabric("trn2.48xlarge")
     result = {"table": str(args.csv), "model": report(rows, system.Machine(fabric, fabric.default_lnc))}
+    if args.predict:
+        result["predictions"] = predictions(rows, [int(r) for r in args.predict.split(",")])
     if args.fit:
         constants = fit(rows)
         result["fitted_constants"] = constants
