@@ -293,3 +293,13 @@ def test_old_api_error_cases_name_the_kernel_line(body, error, message):
     exec(f"@nki.jit\ndef broken(a):\n    {body}\n    return a\n", namespace)  # noqa: S102 - one kernel per case
     with pytest.raises(getattr(trnsim.errors, error), match=rf"<string>:3 in broken: .*{message}"):
         namespace["broken"](normal(64, 64))
+
+
+def test_integer_division_is_true_division():
+    @nki.jit
+    def halves(a):
+        out = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(a) / 2)
+        return out
+    a = np.arange(128 * 4, dtype=np.int32).reshape(128, 4)
+    np.testing.assert_array_equal(halves(a), a / 2)

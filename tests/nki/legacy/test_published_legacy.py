@@ -322,3 +322,17 @@ def test_reference_allocated_sd_attention():
     expected = np.einsum("bqk,bkd->bdq", probs / probs.sum(-1, keepdims=True), v)
     got = allocated_attention.allocated_fused_self_attn_for_SD_small_head_size(q, k, v)
     assert np.abs(got - expected).max() <= 1e-2 * np.abs(expected).max()
+
+
+def test_reference_resize_nearest():
+    """vision.py's nearest resize: a DMA gather with an index tile computed on chip (int / int is a
+    true division there, as in numpy), the last partial tile masked."""
+    sys.path.insert(0, str(SAMPLES_SRC))
+    try:
+        from nki_samples.reference import vision
+    finally:
+        sys.path.remove(str(SAMPLES_SRC))
+    image = normal(1, 30, 20, 16)
+    rows, cols = (np.floor(np.arange(n) * (size / n)).astype(int) for n, size in ((59, 30), (38, 20)))
+    np.testing.assert_array_equal(vision.resize_nearest_fixed_dma_kernel(image, (1, 59, 38, 16)),
+                                  image[:, rows][:, :, cols])

@@ -9,7 +9,7 @@ against each other, which is a stride-0 view here.
 from __future__ import annotations
 
 from trnsim.errors import ArgumentError, UnsupportedError
-from trnsim.nki import calls
+from trnsim.nki import calls, dtypes
 from trnsim.nki import isa as nisa06
 from trnsim.nki import language as nl06
 from trnsim.nki.legacy.operands import Call, is_tile, new_tile, result_dtype
@@ -38,7 +38,10 @@ def binary(name: str, x, y, dtype=None, mask=None, out: Tile | None = None):
     if not is_tile(x) and not is_tile(y):
         raise ArgumentError(f"x and y are both numbers ({x!r}, {y!r}); nl.{name} takes at least one tile")
     call = Call([x, y], mask)
-    dtype = result_dtype(dtype, x, y) if dtype is not None or name not in _COMPARISONS else "bool_"
+    given = dtype
+    dtype = result_dtype(given, x, y) if given is not None or name not in _COMPARISONS else "bool_"
+    if name == "divide" and given is None and dtypes.dtype(dtype).numpy.kind in "iu":
+        dtype = "float32"  # true division of integers gives floats, as in numpy
     tile, dst = (out, call.view(out, broadcast=False)) if out is not None else call.output(dtype)
     if call.empty:
         return tile

@@ -134,17 +134,17 @@ class Indexed(_Operators):
 
     @property
     def shape(self) -> tuple[int, ...]:
-        keys = self.keys
+        base, keys = _selected(self.tile.base, self.keys)
         if keys and isinstance(keys[0], Tile | Indexed):  # one row per index: as a [rows, 1] expression
             keys = (IndexExpr(np.zeros((keys[0].shape[0], 1), np.int64)), *keys[1:])
-        return tuple(np.broadcast_shapes(*(a.shape for a in key_arrays(keys, self.tile.shape))))
+        return tuple(np.broadcast_shapes(*(a.shape for a in key_arrays(keys, base.shape))))
 
     dtype = property(lambda self: self.tile.dtype)
     buffer = property(lambda self: self.tile.buffer)
 
     def resolve(self, box: tuple[slice, ...] | None = None) -> NkiTensor | None:
         """The view of the iterations in `box` (all without one); None when the box is empty."""
-        base, keys = _widened(self.tile.base, len(self.keys)), self.keys
+        base, keys = _selected(_widened(self.tile.base, len(self.keys)), self.keys)
         if keys and isinstance(keys[0], Tile | Indexed):
             return _indirect_rows(base, keys, box)
         return affine_view(base, key_arrays(keys, base.shape), box)
@@ -154,6 +154,16 @@ class Indexed(_Operators):
 
     def __setitem__(self, key, value):
         raise ShapeError("an indexed tile cannot be indexed again", hint="index the tile once")
+
+
+def _selected(base: NkiTensor, keys: tuple) -> tuple[NkiTensor, tuple]:
+    """`hbm[b, idx_tile, i_f]`: leading integer keys of an HBM tensor before an index tile select
+    (the dims go, as HBM integer indexing does), so the index tile addresses the next dim."""
+    if base.storage.memory is not Memory.HBM or not any(isinstance(k, Tile | Indexed) for k in keys):
+        return base, keys
+    while keys and isinstance(keys[0], numbers.Integral):
+        base, keys = base[int(keys[0])], keys[1:]
+    return base, keys
 
 
 def _widened(base: NkiTensor, rank: int) -> NkiTensor:
