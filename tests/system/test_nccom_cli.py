@@ -87,3 +87,35 @@ def test_specs_shows_fabrics_and_one_topology(capsys, tmp_path):
     assert "node of 16 chips (64 ranks)" in out and "[S16]" in out and picture.exists()
     assert main(["specs", "--topology", "trn2.3xlarge"]) == 2
     assert "no chip network" in capsys.readouterr().err
+
+
+SCRIPT = '''
+import numpy as np
+import nki
+import nki.collectives as ncc
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def summed(x):
+    src = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm, name="src")
+    dst = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm, name="dst")
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=src, src=x)
+    ncc.all_reduce(srcs=[src], dsts=[dst], replica_group=ncc.ReplicaGroup([[0, 1, 2, 3]]), op=nl.add)
+    nisa.dma_copy(dst=out, src=dst)
+    return out
+
+
+print("total", float(summed(np.ones((4, 8), np.float32)).sum()))
+'''
+
+
+def test_trnsim_run_ranks_launches_every_kernel_on_n_ranks(tmp_path, capsys):
+    script = tmp_path / "collective_script.py"
+    script.write_text(SCRIPT)
+    assert main(["run", "--ranks", "4", "--target", "trn2", str(script)]) == 0
+    out = capsys.readouterr().out
+    assert "total 128.0" in out and "summed" in out  # 4 ranks' ones summed: 4 x 32 elements
+    assert main(["run", "--ranks", "0", str(script)]) == 2

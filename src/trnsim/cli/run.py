@@ -33,6 +33,7 @@ from rich.progress import Progress
 from trnsim import hardware
 from trnsim.cli.specs import console as wide_console
 from trnsim.errors import ConfigError, SpecError, TrnsimError, UnsupportedError
+from trnsim.nki import collectives
 from trnsim.reports.kernel import DEFAULT_TARGETS, KernelProfile, summary_table
 from trnsim.timing.profile import profile_trace
 
@@ -46,6 +47,9 @@ def register(subparsers) -> None:
     parser.add_argument("--report", metavar="DIR", default=None,
                         help="write an HTML report and a Perfetto JSON per kernel launch into DIR")
     parser.add_argument("--no-profile", action="store_true", help="only run the script")
+    parser.add_argument("--ranks", type=int, default=1, metavar="N",
+                        help="run each kernel launch on N ranks (threads whose nki.collectives meet), every "
+                             "rank with the script's arguments; rank 0's result and trace are kept")
     parser.add_argument("script", help="the Python file to run")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments passed to the script")
     parser.set_defaults(run=run)
@@ -112,18 +116,31 @@ def _nearest_existing(path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def recording_launches():
+def recording_launches(ranks: int = 1):
     """Collect (kernel name, trace) for every launch made inside the block.
 
     Every way of launching a kernel (`kernel(...)`, `simulate`, `trace`) goes through
-    `trnsim.nki.jit.run`; the block wraps it and restores it afterwards.
+    `trnsim.nki.jit.run`; the block wraps it and restores it afterwards. With `ranks` > 1 a
+    launch with values runs on that many ranks (trnsim.system.launch); rank 0's is recorded.
     """
     jit = importlib.import_module("trnsim.nki.jit")  # the module; `trnsim.nki.jit` is also a function
     launches: list[tuple[str, object]] = []
     original = jit.run
 
     def recorded(kernel, *args, **kwargs):
+        if ranks > 1 and kwargs.get("with_values") and collectives.bound() is None:
+            from trnsim import system
+
+            arguments, keywords = args
+            target = jit.resolve_target(kwargs.get("target"))
+            results = system.launch(kernel, ranks, [tuple(arguments)] * ranks, target=target, **keywords)
+            kernel.last_trace = results.traces[0]
+            if not _is_builtin(kernel):
+                launches.append((getattr(kernel, "__name__", "kernel"), results.traces[0]))
+            return results[0]
         result = original(kernel, *args, **kwargs)
+        if collectives.bound() is not None:  # one rank of a multi-rank launch: recorded once, above
+            return result
         if not _is_builtin(kernel):
             launches.append((getattr(kernel, "__name__", "kernel"), kernel.last_trace))
         return result
@@ -255,7 +272,9 @@ def run(args) -> int:
     if report is not None and args.no_profile:
         raise ConfigError("--report needs the profile that --no-profile turns off", hint="drop one of them")
     check_script(args.script)
-    with recording_launches() as launches:
+    if args.ranks < 1:
+        raise ConfigError(f"--ranks {args.ranks}: a launch needs at least one rank")
+    with recording_launches(args.ranks) as launches:
         code = run_script(args.script, args.script_args)
     if args.no_profile:
         return code

@@ -52,6 +52,11 @@ def unbind(token: contextvars.Token) -> None:
     _BINDING.reset(token)
 
 
+def bound() -> RankBinding | None:
+    """The rank this thread's kernels run as, or None outside a multi-rank launch."""
+    return _BINDING.get()
+
+
 def _binding(call: str) -> RankBinding:
     binding = _BINDING.get()
     if binding is None:
