@@ -280,6 +280,10 @@ def test_a_rank_trace_times_its_collective_with_the_system_model():
     expected = system.collective_time("all_reduce", 256 * 512 * 4, 16, "trn2.48xlarge").seconds
     assert COST[Opcode.COLLECTIVE](collective, hardware.core("trn2")) == pytest.approx(expected)
     assert latency_s(trace, "trn2") > expected
+    # retargeted like any trace: on trn1 the same group is 16 of a trn1.32xlarge's ranks (LNC=1)
+    on_trn1 = system.collective_time("all_reduce", 256 * 512 * 4, 16, "trn1.32xlarge").seconds
+    assert COST[Opcode.COLLECTIVE](collective, hardware.core("trn1")) == pytest.approx(on_trn1)
+    assert on_trn1 > expected
 
 
 @nki.jit
