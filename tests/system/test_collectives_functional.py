@@ -390,3 +390,13 @@ def test_variable_collectives_refuse_what_nki_does():
     with pytest.raises(UnsupportedError, match="4 ranks of one chip"):
         system.launch(gather_v_kernel, 8, lambda r: (np.zeros(8, np.float32), np.zeros((3, 8), np.uint32),
                                                      group_of(8), 48))
+
+
+def test_collectives_in_a_launch_grid_are_refused():
+    @nki.jit
+    def gridded(input):
+        ncc.rank_id()
+        return returned(staged(input))
+
+    with pytest.raises(UnsupportedError, match="launch grid \\[2\\]"):
+        system.launch(gridded[2], 2, [np.zeros((4, 8), np.float32)] * 2)

@@ -11,6 +11,7 @@ raises UnsupportedError saying how to launch one.
 from __future__ import annotations
 
 import contextvars
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,6 +59,11 @@ def bound() -> RankBinding | None:
 
 
 def _binding(call: str) -> RankBinding:
+    grid = backend.core().grid
+    if math.prod(grid) > 1:
+        raise UnsupportedError(f"nki.collectives.{call} inside a launch grid {list(grid)} is not emulated",
+                               what=f"nki.collectives.{call} in a grid",
+                               hint="launch the kernel without a grid, one program per rank")
     binding = _BINDING.get()
     if binding is None:
         raise UnsupportedError(f"nki.collectives.{call} needs ranks to talk to; this kernel runs on one",
