@@ -1,20 +1,21 @@
 """Time of one collective stage under each algorithm Neuron uses ([S16] intra-node, [S17] inter-node).
 
-A stage costs  fixed + steps x step latency + wire bytes / bus bandwidth,  where the wire bytes are
-nccom-test's bus factor times the buffer (so `bus bandwidth` is exactly what nccom-test reports
-as busbw) and each algorithm's bus bandwidth comes from the links it drives:
+A stage costs  fixed + steps x (step latency + hops x hop latency) + wire bytes / bus bandwidth,
+where the wire bytes are nccom-test's bus factor times the buffer (so `bus bandwidth` is exactly
+what nccom-test reports as busbw) and each algorithm's bus bandwidth comes from the links it drives:
 
 - ring / KangaRing drive `ring_links` links per chip at the link rate (full utilisation); KangaRing
   pairs the ranks of a chip, halving the steps; ring is the fallback for groups with one rank per chip;
-- RDH (recursive doubling/halving) takes log2(chips) steps plus an intra-chip stage, over
-  partially over-subscribed links (`rdh_efficiency`); it needs a power-of-two chip count;
+- RDH (recursive doubling/halving) takes log2(chips) steps plus an intra-chip stage, each with a
+  handshake (`rdh_step_latency_s`), over partially over-subscribed links (`rdh_efficiency`); it
+  needs a power-of-two chip count;
 - mesh writes straight to every destination in 2 steps per phase, over routed links shared by
   `mean_hops` paths (`mesh_efficiency`); "mesh1", the single-step all-reduce, takes 1 step but
   sends N/2 times the bytes (every rank sends its whole buffer to every peer).
 
 A chip's links carry the traffic of its ranks together, so the bound a chip's egress sets on each
-rank's busbw is egress x (N-1)/N x C/(C-1) for C chips; a group on one chip is bound by its ranks'
-DMA rings instead (half the DMA bandwidth: every byte is read and written).
+rank's busbw is egress x (N-1)/N x C/(C-1) for C chips. Every rank is also bound by its own memory
+system: its DMA queues, and its share of the chip's HBM, which reads and writes each byte.
 """
 
 from __future__ import annotations
