@@ -11,6 +11,7 @@ mid sizes, KangaRing for large ones [S16]). Times are predictions, never measure
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -116,7 +117,7 @@ def time_on(machine: Machine, op: str, size_bytes: int, ranks: int | Sequence[in
     members = list(range(ranks)) if isinstance(ranks, int) else list(ranks)
     if len(members) == 1 or size_bytes == 0:
         return CollectiveTime(0.0, "none", 0.0, 0.0)
-    span = machine.span(members)
+    span = _span(machine, tuple(members))
     stages = _stages(op, float(size_bytes), span, machine, algorithm)
     if span.node_group.ranks == 1:  # one rank per node: only the tiers between nodes act
         stages = [stage for stage in stages if stage.tier != "node"]
@@ -124,6 +125,12 @@ def time_on(machine: Machine, op: str, size_bytes: int, ranks: int | Sequence[in
     name = stages[0].algorithm if len(stages) == 1 else "hier"
     algbw = size_bytes / seconds / 1e9
     return CollectiveTime(seconds, name, algbw, algbw * bus_factor(op, len(members)), tuple(stages))
+
+
+@functools.lru_cache(maxsize=1024)
+def _span(machine: Machine, members: tuple[int, ...]) -> Span:
+    """Machine.span, remembered: planners ask about the same groups many times."""
+    return machine.span(members)
 
 
 def _stages(op: str, size: float, span: Span, machine: Machine, algorithm: str | None) -> list[Stage]:
