@@ -38,7 +38,6 @@ class NeuronTensor(torch.Tensor):
     __torch_function__ = torch._C._disabled_torch_function_impl
 
     @classmethod
-    @torch.compiler.disable  # the emulator runs eagerly: Dynamo must not trace into its Python
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
         rule = RULES.get(func)
         if rule is None:
