@@ -12,12 +12,12 @@ def test_kv_cache_grows_with_context_and_batch(roofline_costs):
     assert ratio == pytest.approx(2 * (4000 + 128) / (1000 + 128))
 
 
-def test_int8_weights_halve_weight_memory_and_speed_up_decode(roofline_costs):
+def test_int8_weights_halve_weight_memory_but_run_at_bf16_speed(roofline_costs):
     plan = ServePlan(tp=32, compiled_batch=1, seq_in=128, seq_out=128)
     bf16 = planner.serve("llama-3-8b", "trn1.32xlarge", plan)
     int8 = planner.serve("llama-3-8b", "trn1.32xlarge", ServePlan(**{**plan.__dict__, "weights": "int8"}))
     assert int8.memory["weights"] == pytest.approx(bf16.memory["weights"] / 2)
-    assert int8.tpot_s < bf16.tpot_s and int8.ttft_s < bf16.ttft_s
+    assert int8.tpot_s == bf16.tpot_s and int8.ttft_s == bf16.ttft_s
 
 
 def test_70b_does_not_fit_one_trn2_chip(roofline_costs):

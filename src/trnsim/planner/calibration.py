@@ -12,20 +12,21 @@ from pathlib import Path
 
 DATA = Path(__file__).with_name("data")
 
-TRAIN_TIME_FACTOR = {"NeuronCore-v2": 1.0}
+TRAIN_TIME_FACTOR = {"NeuronCore-v2": 0.7287}
 """Whole-step op time / the sum of the cost library's per-op times (compiler scheduling, fusion,
 host gaps), by NeuronCore generation."""
-PREFILL_TIME_FACTOR = {"NeuronCore-v2": 1.0, "NeuronCore-v3": 1.0}
+PREFILL_TIME_FACTOR = {"NeuronCore-v2": 0.5259, "NeuronCore-v3": 2.1751}
 """The same for a prefill pass (one prompt through every layer)."""
-DECODE_TIME_FACTOR = {"NeuronCore-v2": 1.0}
-"""The same for a decode step (compiled batch, one token each: weight- and KV-read bound)."""
+DECODE_TIME_FACTOR = {"NeuronCore-v2": 0.4258}
+"""The same for a decode step (compiled batch, one token each: weight- and KV-read bound); fitted
+on trn1/inf2 rows and H1 (trn2, which takes this factor as its stand-in)."""
 STAND_INS = ("NeuronCore-v4", "NeuronCore-v3", "NeuronCore-v2")
 """A generation without fitted rows takes the factor of the nearest older one that has them
 (there are no published trn2 training or trn3 rows to fit on)."""
 
 FITTED_ON: dict[str, tuple[str, ...]] = {
     "TRAIN_TIME_FACTOR.NeuronCore-v2": ("T1",),
-    "PREFILL_TIME_FACTOR.NeuronCore-v2": ("I5t",),
+    "PREFILL_TIME_FACTOR.NeuronCore-v2": ("I5t", "X37"),
     "PREFILL_TIME_FACTOR.NeuronCore-v3": ("H2",),
     "DECODE_TIME_FACTOR.NeuronCore-v2": ("I5", "I16", "H1"),
 }

@@ -55,6 +55,9 @@ def remember(key: str, seconds: float) -> None:
     path = _path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.exists():  # a new version: the caches of older sources are dead weight
+            for old in path.parent.glob("planner-opcosts-*.json"):
+                old.unlink(missing_ok=True)
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
         temporary.write_text(json.dumps(table))
         temporary.replace(path)

@@ -4,9 +4,9 @@ serving `concurrency` requests of `seq_in` prompt and `seq_out` generated tokens
 TTFT is one request's prefill (the prompt through every layer, then the output layer for its last
 token). TPOT (= ITL) is one decode step of the compiled batch: the device runs the compiled shape
 whatever the concurrency. The KV cache holds the compiled batch at full context. Weight-only
-int8 halves the weight bytes a matmul reads: it is costed as the bf16 matmul of half the output
-width (decode matmuls are bound by reading weights). Throughput assumes prefills interleave with
-decode steps: c requests take c x TTFT + seq_out x TPOT.
+int8 halves weight memory but not time: the published int8 rows run "Matmult-BF16" (weights are
+widened to bf16 for the matmul), and they are no faster than bf16 ones. Throughput assumes
+prefills interleave with decode steps: c requests take c x TTFT + seq_out x TPOT.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from trnsim.planner import calibration
 from trnsim.planner.machines import Machine, machine
 from trnsim.planner.memory import RESERVED_FRACTION
 from trnsim.planner.models import Model, model
-from trnsim.planner.ops import Op, head_ops, layer_ops
+from trnsim.planner.ops import head_ops, layer_ops
 from trnsim.planner.optime import collective_seconds, ops_seconds
 
 WEIGHTS = {"bf16": 2, "int8": 1, "fp8": 1}
@@ -101,28 +101,21 @@ def memory_of(mdl: Model, mach: Machine, plan: ServePlan) -> dict[str, float]:
             "buffers": RESERVED_FRACTION * mach.hbm_per_rank}
 
 
-def _weights_read(ops: list[Op], weights: str) -> list[Op]:
-    """Matmuls with narrower weights, costed as reading that many bytes (see the module doc)."""
-    if weights != "int8":
-        return ops
-    return [Op("matmul", (op.args[0], op.args[1], max(1, op.args[2] // 2)), op.count)
-            if op.family == "matmul" else op for op in ops]
-
-
 def _pass_seconds(mdl: Model, mach: Machine, plan: ServePlan, batch: int, q_len: int, kv_len: int,
                   factor: float) -> float:
     """One forward pass through every layer: ops, the two all-reduces per layer, and the head for
-    the last token of each sequence."""
+    the last token of each sequence, times the fitted `factor` of the phase (it scales the whole
+    pass: the runtime overlaps collectives with compute, which the sum does not know)."""
     precision = "fp8" if plan.weights == "fp8" else "bf16"
     share = mdl.moe_layers / mdl.layers
     layers = 0.0
     for moe, weight in ((False, 1 - share), (True, share)):
         if weight:
-            ops = _weights_read(layer_ops(mdl, batch, q_len, kv_len, plan.tp, 1, moe, False), plan.weights)
+            ops = layer_ops(mdl, batch, q_len, kv_len, plan.tp, 1, moe, False)
             layers += weight * ops_seconds(mach, ops, precision)
     reduce = collective_seconds(mach, "all_reduce", batch * q_len * mdl.hidden * 2, plan.tp, 1)
-    head = ops_seconds(mach, _weights_read(head_ops(mdl, batch, batch, plan.tp), plan.weights), precision)
-    return (mdl.layers * layers + head) * factor + mdl.layers * 2 * reduce
+    head = ops_seconds(mach, head_ops(mdl, batch, batch, plan.tp), precision)
+    return (mdl.layers * (layers + 2 * reduce) + head) * factor
 
 
 def evaluate(mdl: Model, mach: Machine, plan: ServePlan, price: float | None = None) -> ServeResult:
