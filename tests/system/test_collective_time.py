@@ -95,7 +95,6 @@ def test_forced_algorithm_and_its_refusals():
     (lambda: system.collective_time("all_reduce", -1, 16), ConfigError, "size_bytes"),
     (lambda: system.collective_time("all_reduce", 1023, 16, dtype="bf16"), ConfigError, "whole number"),
     (lambda: system.collective_time("all_reduce", 1024, 0), ConfigError, "ranks"),
-    (lambda: system.collective_time("all_reduce", 1024, 96), UnsupportedError, "uneven replica group"),
     (lambda: system.collective_time("all_reduce", 1024, 4, group=[0, 1, 1, 2]), ConfigError, "twice"),
     (lambda: system.collective_time("all_reduce", 1024, 6, nodes=4), ConfigError, "evenly"),
     (lambda: system.collective_time("all_reduce", 1024, 16, instance="trn9"), SpecError, "no chip network"),
@@ -166,3 +165,11 @@ def test_trn3_switch_reaches_every_chip_in_one_hop():
     assert small[0] == pytest.approx(small[1], rel=0.05) and torus[1] > torus[0] * 1.1
     gen2 = system.collective_time("all_reduce", 256 * MIB, 32, instance="Trn3 Gen2 UltraServer")
     assert [s.tier for s in gen2.stages] == ["node", "scale-up", "node"]  # 4 chips (16 ranks) a server
+
+
+def test_uneven_groups_are_timed_as_their_fullest_node():
+    """96 ranks on trn2.48xlarge: 64 on node 0, 32 on node 1; timed as two full nodes' worth."""
+    uneven = system.collective_time("all_reduce", 64 * MIB, 96)
+    full = system.collective_time("all_reduce", 64 * MIB, 128)
+    assert uneven.algorithm == "hier" and uneven.seconds == pytest.approx(full.seconds, rel=0.05)
+    assert system.Machine.of("trn2.48xlarge", ranks=96).span(range(96)).even is False

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trnsim.errors import ConfigError, SpecError, UnsupportedError
+from trnsim.errors import ConfigError, SpecError
 from trnsim.hardware.catalog import default_catalog
 from trnsim.hardware.specs import FabricSpec
 
@@ -93,8 +93,9 @@ class Machine:
 
     def span(self, ranks: Sequence[int]) -> Span:
         """Where a replica group's ranks lie: the chips they use in a node, how many nodes of a
-        system and how many systems. Neuron's groups are even: the same number of ranks on
-        every chip they use, and the same chips in every node."""
+        system and how many systems. Neuron's groups are even (the same number of ranks on every
+        chip they use, the same chips in every node); an uneven one is taken as its fullest node,
+        every chip holding as many ranks as its fullest chip (an approximation: `even` is False)."""
         places = [self.place(rank) for rank in ranks]
         if len(set(ranks)) != len(places):
             raise ConfigError(f"a replica group lists a rank twice: {sorted(ranks)}")
@@ -103,13 +104,11 @@ class Machine:
             by_node.setdefault((place.system, place.node), []).append(place)
         layouts = {tuple(sorted(Counter(p.chip for p in node).items())) for node in by_node.values()}
         per_chip = {count for layout in layouts for _, count in layout}
-        if len(layouts) != 1 or len(per_chip) != 1:
-            raise UnsupportedError("an uneven replica group (different ranks per chip or chips per node) "
-                                   "is not modelled", what="uneven replica group")
-        chips = tuple(chip for chip, _ in next(iter(layouts)))
+        fullest = max(layouts, key=len)
         systems = {system for system, _ in by_node}
-        group = chip_group(self.fabric, chips, per_chip.pop())
-        return Span(group, len(by_node) // len(systems), len(systems))
+        group = chip_group(self.fabric, tuple(chip for chip, _ in fullest), max(per_chip))
+        even = len(layouts) == 1 and len(per_chip) == 1
+        return Span(group, -(-len(by_node) // len(systems)), len(systems), even)
 
 
 @dataclass(frozen=True)
@@ -119,6 +118,7 @@ class Span:
     node_group: ChipGroup
     nodes: int
     systems: int
+    even: bool = True
 
 
 @dataclass(frozen=True)
