@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trnsim.core.isa import MATMUL, Engine, Memory, Opcode
+from trnsim.core.isa import MATMUL, Engine, Opcode
 from trnsim.core.runtime import current as current_runtime
 from trnsim.core.trace import Instruction, Trace
 from trnsim.errors import ConfigError
@@ -153,23 +153,12 @@ class _Lanes:
         return base + free.index(fitting)
 
 
-def partition_broadcasts(trace: Trace) -> set[int]:
-    """Copies that read more partitions of an on-chip allocation than were ever written to it:
-    partition-broadcast views (`nl.broadcast_to` of a [1, F] tile), which the compiler runs on
-    the Tensor Engine rather than as a VectorE copy."""
-    written: dict[tuple, int] = {}
-    found = set()
-    for index, ins in enumerate(trace):
-        if ins.opcode is Opcode.TENSOR_COPY and ins.inputs:
-            source = ins.inputs[0]
-            extent = written.get((source.memory, source.buffer))
-            if extent is not None and source.partition_start + source.partition_count > extent:
-                found.add(index)
-        for region in ins.outputs:
-            if region.memory is not Memory.HBM:
-                key = (region.memory, region.buffer)
-                written[key] = max(written.get(key, 0), region.partition_start + region.partition_count)
-    return found
+def _is_partition_broadcast(ins: Instruction, accesses: list[tuple]) -> bool:
+    """A copy that reads more partitions of an on-chip allocation than were written to it so far:
+    a partition-broadcast view (`nl.broadcast_to` of a [1, F] tile), which the compiler runs on
+    the Tensor Engine rather than as a VectorE copy. The hazard lists already hold the writes."""
+    writes, _reads, box, _writing = accesses[0]
+    return bool(writes.items) and box[3] > max(item[1][3] for item in writes.items)
 
 
 def schedule(trace: Trace, target: str | CoreSpec | None = None, *,
@@ -194,7 +183,7 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
     dma, free, last = Engine.DMA, lanes.free_s, lanes.last
     engine_lanes: dict[tuple[Engine, int], int] = {}
     operands, record = hazards.operands, hazards.record
-    broadcasts = partition_broadcasts(trace)
+    copy = Opcode.TENSOR_COPY
     for index, ins in enumerate(trace):
         shapes, accesses, ready, blocker = operands(ins)
         kind = (ins.opcode, ins.engine, shapes)
@@ -206,7 +195,7 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
             params, latency, seconds = costs.lookup(ins, kind)
         ready += latency  # a DMA's descriptor and semaphore: data moves only after them
         engine = ins.engine
-        if broadcasts and index in broadcasts:
+        if ins.opcode is copy and _is_partition_broadcast(ins, accesses):
             engine, seconds = Engine.TENSOR, broadcast_seconds(ins, core)
         if engine is dma:  # a collective runs on the collective cores' stream, beside the queues
             collective = ins.opcode is Opcode.COLLECTIVE
