@@ -8,6 +8,8 @@ as TensorE does into PSUM. Aten ops not in the table fall back to CPU (`trnsim.t
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from trnsim.errors import UnsupportedError
@@ -91,8 +93,9 @@ FP32_ACCUMULATE = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "co
 
 
 def plain(func, args, kwargs):
-    """The default kernel: the same aten op on the emulator's CPU buffers."""
-    return func(*args, **kwargs)
+    """The default kernel: the same aten op on the emulator's CPU buffers (`_op` skips the
+    OpOverload's own Python call frame)."""
+    return func._op(*args, **kwargs)
 
 
 def fp32_accumulate(func, args, kwargs):
@@ -204,9 +207,14 @@ def _finish(func, args, kwargs, uargs, out):
         if device.type != "neuron":
             return out
         device = placement(device)
-    if func._schema.is_mutable:
+    if _is_mutable(func):
         return _rewrap(out, _owners(args, kwargs), func)
     return wrap(out, device or device_of(args))
+
+
+@functools.cache
+def _is_mutable(func) -> bool:
+    return func._schema.is_mutable
 
 
 def eager_rule(kernel):

@@ -24,6 +24,7 @@ class NeuronTensor(torch.Tensor):
     """A neuron tensor. `_elem` is the emulator's buffer (a CPU tensor with the same shape/strides)."""
 
     _elem: torch.Tensor
+    _device: torch.device  # the wrapper's device, kept as a plain attribute: `.device` costs ~1 us
 
     @staticmethod
     def __new__(cls, elem: torch.Tensor, requires_grad: bool = False, device: torch.device | None = None):
@@ -32,7 +33,7 @@ class NeuronTensor(torch.Tensor):
         out = torch.Tensor._make_wrapper_subclass(
             cls, elem.size(), strides=elem.stride(), storage_offset=elem.storage_offset(),
             dtype=elem.dtype, layout=elem.layout, device=device or CURRENT[0], requires_grad=requires_grad)
-        out._elem = elem
+        out._elem, out._device = elem, device or CURRENT[0]
         return out
 
     __torch_function__ = torch._C._disabled_torch_function_impl
@@ -54,7 +55,7 @@ class NeuronTensor(torch.Tensor):
     def data(self, new):
         # PyTorch swaps the wrapper's metadata only; the buffer must follow, or reads stay stale.
         torch.Tensor.data.__set__(self, new)
-        self._elem = new._elem
+        self._elem, self._device = new._elem, new._device
 
     def untyped_storage(self):
         """The buffer's storage: Python code that frees and regrows storage (FSDP2's resize_) or
@@ -141,9 +142,9 @@ def device_of(args) -> torch.device | None:
     """The device of the first neuron tensor among `args` (lists included), where results go."""
     for value in args:
         if type(value) is NeuronTensor:
-            return value.device
+            return value._device
         if (type(value) is list or type(value) is tuple) and value and type(value[0]) is NeuronTensor:
-            return value[0].device
+            return value[0]._device
     return None
 
 
