@@ -58,6 +58,24 @@ def test_every_prediction_respects_the_roofline(family, target):
     assert found.bound in {"tensor", "vector", "scalar", "gpsimd", "dma"}
 
 
+@pytest.mark.parametrize("family", ["matmul", "elementwise", "norm", "attention"])
+def test_a_logical_core_of_two_halves_the_roofline_and_the_time(family):
+    args = {"matmul": (2048, 2048, 2048), "elementwise": (4096 * 4096, 2), "norm": (4096, 4096),
+            "attention": (1, 4, 1024, 1024, 128)}[family]
+    one, two = cost.op(family, *args), cost.op(family, *args, lnc=2)
+    assert two.lower_bound_seconds == pytest.approx(one.lower_bound_seconds / 2)
+    assert one.seconds / 2 * 0.9 < two.seconds < one.seconds
+    assert two.seconds > two.lower_bound_seconds
+
+
+def test_a_logical_core_of_two_extrapolates_like_one():
+    """Busy time is averaged over both cores' lanes, used or not, so a one-tile corner of the grid
+    (one core idle) extrapolates linearly too."""
+    fast = cost.elementwise(4096 * 4096, 2, lnc=2)   # 256 streaming tiles: clipped to 64
+    exact = cost.elementwise(4096 * 4096, 2, lnc=2, tier="exact")
+    assert fast.seconds == pytest.approx(exact.seconds, rel=0.05)
+
+
 def test_roofline_of_a_large_matmul_is_its_flops_at_peak():
     found = cost.matmul(8192, 8192, 8192, target="trn2")
     assert found.flops == 2 * 8192**3

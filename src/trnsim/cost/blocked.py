@@ -52,28 +52,28 @@ class Blocked:
 
 @dataclass(frozen=True)
 class Timed:
-    """Latency and the busy seconds of each engine ("dma": per queue, averaged over queues)."""
+    """Latency and the busy seconds of each engine ("dma": per queue, averaged over queues), on
+    `cores` physical cores (2 for a logical core of LNC=2)."""
 
     seconds: float
     busy: dict
+    cores: int = 1
 
     @property
     def bound(self) -> str:
         return max(self.busy, key=self.busy.get) if self.busy else "dma"
 
 
-def _busy_by_engine(timeline) -> dict[str, float]:
-    """Busy seconds per engine: the mean over that engine's lanes (DMA queues, logical cores)."""
+def _busy_by_engine(timeline, cores: int) -> dict[str, float]:
+    """Busy seconds per engine, averaged over every lane the launch has: each of the `cores`
+    cores' DMA queues and engines, whether or not it ran anything (so that the figure stays a sum
+    over tiles, linear in their number)."""
     per_lane = np.bincount(timeline.lane, weights=timeline.duration_s, minlength=len(timeline.lanes))
-    lanes: dict[str, list[float]] = {}
+    totals: dict[str, float] = {}
     for lane, (engine, _core) in enumerate(timeline.lane_engines):
-        lanes.setdefault(engine.value, []).append(float(per_lane[lane]))
-    queues = timeline.core.dma_queues
-    busy = {}
-    for name, values in lanes.items():
-        count = max(len(values), queues) if name == Engine.DMA.value else len(values)
-        busy[name] = sum(values) / count
-    return busy
+        totals[engine.value] = totals.get(engine.value, 0.0) + float(per_lane[lane])
+    lanes = {name: cores * (timeline.core.dma_queues if name == Engine.DMA.value else 1) for name in totals}
+    return {name: total / lanes[name] for name, total in totals.items()}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -84,7 +84,7 @@ def exact(op: Blocked, dims: tuple[int, ...], target: str, lnc: int = 1) -> Time
     kernel = getattr(kernels, op.kernel)
     recorded = trace(kernel[lnc] if lnc > 1 else kernel, *op.args(dims), target=target)
     timeline = schedule.schedule(recorded, target)
-    return Timed(timeline.latency_s, _busy_by_engine(timeline))
+    return Timed(timeline.latency_s, _busy_by_engine(timeline, lnc), lnc)
 
 
 def _tiling(dims: tuple[int, ...], tiles: tuple[int, ...]) -> list[tuple[int, int]]:
@@ -154,7 +154,7 @@ def fast(op: Blocked, dims: tuple[int, ...], target: str, lnc: int = 1) -> Timed
         (exact(op, _dims_at(c, tiling, op.tiles), target, lnc).seconds,
          _busy_at(op, c, tiling, target, lnc)[bound]) for c in (large, small))
     slope = (large_s - small_s) / (large_busy - small_busy) if large_busy > small_busy else 1.0
-    return Timed(large_s + max(slope, 0.0) * (busy[bound] - large_busy), busy)
+    return Timed(large_s + max(slope, 0.0) * (busy[bound] - large_busy), busy, lnc)
 
 
 current_runtime().on_reset(exact.cache_clear)  # the caches are the runtime's: reset empties them

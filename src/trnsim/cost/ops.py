@@ -103,13 +103,15 @@ def _time(op: Blocked, dims: tuple[int, ...], target: str, tier: str, lnc: int) 
 
 def _result(name: str, parts: list[tuple[Timed, float]], flops: float, bytes_moved: float,
             dtype: str, target: str, tier: str) -> OpCost:
-    """An `OpCost` from (timed launch, times it runs) parts; never below the roofline."""
+    """An `OpCost` from (timed launch, times it runs) parts; never below the roofline of the
+    physical cores they ran on (two for a logical core of LNC=2)."""
     seconds = sum(timed.seconds * count for timed, count in parts)
+    cores = max(timed.cores for timed, _count in parts)
     busy: dict[str, float] = {}
     for timed, count in parts:
         for engine, value in timed.busy.items():
             busy[engine] = busy.get(engine, 0.0) + value * count
-    floor = roofline_seconds(core_spec(target), flops, bytes_moved, dtype)
+    floor = roofline_seconds(core_spec(target), flops, bytes_moved, dtype) / cores
     return OpCost(op=name, seconds=max(seconds, floor), flops=flops, bytes=bytes_moved,
                   bound=max(busy, key=busy.get), lower_bound_seconds=floor, tier=tier, target=target)
 
