@@ -110,6 +110,7 @@ def test_grouped_query_attention_reads_fewer_kv_bytes():
     (lambda: cost.norm(128, 128, dtype="float64"), ConfigError, "float64"),
     (lambda: cost.softmax(128, 128, tier="approximate"), ConfigError, "approximate"),
     (lambda: cost.elementwise(128, engine="tensor"), ConfigError, "tensor"),
+    (lambda: cost.norm(128, 128, lnc=4), ConfigError, "lnc=4"),
     (lambda: cost.attention(1, 6, 128, 128, 64, kv_heads=4), ShapeError, "kv_heads"),
 ])
 def test_what_cannot_be_costed_fails_naming_it(call, error, named):
