@@ -98,7 +98,8 @@ def _stream_layout(elements: int) -> tuple[int, int, int]:
 
 def _time(op: Blocked, dims: tuple[int, ...], target: str, tier: str, lnc: int) -> Timed:
     if lnc not in (1, 2):
-        raise ConfigError(f"cost: lnc={lnc!r}; a logical core is one or two physical cores", hint="lnc=1 or lnc=2")
+        raise ConfigError(f"cost: lnc={lnc!r}; a logical core is one or two physical cores",
+                          hint="lnc=1 or lnc=2")
     timer = blocked.exact if tier == "exact" else blocked.fast
     return timer(op, dims, target, lnc)
 
