@@ -20,7 +20,7 @@ SOURCES = {
     "aws-neuron-sdk": ("aws-neuron-sdk", "1043931fc6018761f2a6faab70a1b24d00b543d3",  # tag v2.26.1
                        ["nki/test", "nki/examples"]),
     "nki-samples": ("nki-samples", "fc5c69f79c899d719f6c351fd01acf3c419a6b8b",  # last before beta 2
-                    ["src/nki_samples/tutorials", "src/nki_samples/reference"]),
+                    ["src/nki_samples/tutorials", "src/nki_samples/reference", "test/unit"]),
     "nki-samples-attention": ("nki-samples", "c9c0ab0ff4cb66e6d46c91716568a6734e9c78ce",  # perf series
                               ["src/nki_samples/tutorials/attention_fwd_performance"]),
 }

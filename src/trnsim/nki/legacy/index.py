@@ -172,8 +172,12 @@ def key_arrays(keys: tuple, shape: tuple) -> list[np.ndarray]:
 
 
 def _bounds(key, size: int) -> tuple[int, int, int]:
+    """start, stop, step of a slice as written: a stop past the dim is kept (a mask may cut it;
+    the access is bounds-checked once the mask is applied); negative bounds count from the end."""
     if isinstance(key, DynSlice):
         return int(key.start), int(key.start) + key.size * key.step, key.step
+    if all(bound is None or bound >= 0 for bound in (key.start, key.stop)):
+        return key.start or 0, size if key.stop is None else key.stop, key.step or 1
     return key.indices(size)
 
 

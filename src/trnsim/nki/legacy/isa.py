@@ -237,11 +237,14 @@ def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **k
         raise ShapeError(f"pred={pred!r} is not one comparison of index expressions",
                          hint="write it as e.g. (i_f < i_p) with i_p, i_f from nl.arange / nl.mgrid")
     difference, cmp_op = comparison
-    call = Call([on_true_tile], _checked_mask(mask, on_true_tile))
+    call = Call([on_true_tile], mask)
     values = np.broadcast_to(difference, call.shape)
-    steps = affine_steps(values, "affine_select's predicate")
     tile, dst = call.output(result_dtype(dtype, on_true_tile))
-    pattern = [[step, n] for step, n in zip(steps[1:], call.shape[1:], strict=True)]
+    if call.empty:
+        return tile
+    values = values[call.box] if call.box is not None else values  # the pattern of the kept rectangle
+    steps = affine_steps(values, "affine_select's predicate")
+    pattern = [[step, n] for step, n in zip(steps[1:], values.shape[1:], strict=True)]
     nisa06.affine_select(dst=dst, pattern=pattern, channel_multiplier=steps[0],
                          on_true_tile=in_sbuf(call.view(on_true_tile)), on_false_value=on_false_value,
                          cmp_op=cmp_op, offset=int(values.flat[0]))

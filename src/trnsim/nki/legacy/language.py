@@ -177,6 +177,11 @@ def assign(target, value) -> None:
         pending.issue(view, accumulate=False)
         return
     source = call.source(value)
+    box = value.written if isinstance(value, Tile) else None
+    if box is not None and is_tile(source) and len(box) == view.ndim == source.ndim:
+        if any(b.start == b.stop for b in box):
+            return  # `t[...] = op(..., mask=m)` with m keeping nothing leaves t as it was
+        view, source = view[box], source[box]  # the old compiler wrote only the masked part of t
     if not _same_window(view, source):
         _copy_into(view, source)
 

@@ -76,6 +76,8 @@ class Call:
     def output(self, dtype, buffer=None, shape=None) -> tuple[Tile, NkiTensor]:
         """A new result tile and the part of it this call writes."""
         tile = new_tile(self.shape if shape is None else shape, dtype, buffer)
+        if shape is None:
+            tile.written = self.box
         return tile, self.view(tile, broadcast=False)
 
 

@@ -76,10 +76,11 @@ class _Operators:
 class Tile(_Operators):
     """An HBM tensor or on-chip tile of the old API (partition dim first)."""
 
-    __slots__ = ("_base", "pending")
+    __slots__ = ("_base", "pending", "written")
 
     def __init__(self, base: NkiTensor | None, pending=None):
         self._base, self.pending = base, pending
+        self.written = None  # a masked call's result: the rectangle it wrote (None: all of it)
 
     @property
     def base(self) -> NkiTensor:
@@ -113,8 +114,8 @@ class Tile(_Operators):
         keys = key if isinstance(key, tuple) else (key,)
         keys = tuple(_runtime_value(k) if isinstance(k, Tile | Indexed) and np.prod(k.shape) == 1 else k
                      for k in keys)  # a one-value tile as an index: its value, read now
-        if any(isinstance(k, IndexExpr | Tile | Indexed) for k in keys):
-            return Indexed(self, keys)
+        if any(isinstance(k, IndexExpr | Tile | Indexed) for k in keys) or _past_the_end(keys, self.shape):
+            return Indexed(self, keys)  # resolved once the call's mask is known
         base = _widened(self.base, len(keys))
         return Tile(base[keys] if keys else base)
 
@@ -154,6 +155,12 @@ class Indexed(_Operators):
 
     def __setitem__(self, key, value):
         raise ShapeError("an indexed tile cannot be indexed again", hint="index the tile once")
+
+
+def _past_the_end(keys: tuple, shape: tuple) -> bool:
+    """A slice reaching past its dim (`t[256:384]` of 288 rows): legal under a mask that cuts it."""
+    return any(isinstance(k, slice) and isinstance(k.stop, numbers.Integral) and k.stop > n
+               for k, n in zip(keys, shape, strict=False))
 
 
 def _selected(base: NkiTensor, keys: tuple) -> tuple[NkiTensor, tuple]:
