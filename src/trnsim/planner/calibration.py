@@ -15,7 +15,7 @@ DATA = Path(__file__).with_name("data")
 TRAIN_TIME_FACTOR = {"NeuronCore-v2": 0.7287}
 """Whole-step op time / the sum of the cost library's per-op times (compiler scheduling, fusion,
 host gaps), by NeuronCore generation."""
-PREFILL_TIME_FACTOR = {"NeuronCore-v2": 0.5259, "NeuronCore-v3": 2.1751}
+PREFILL_TIME_FACTOR = {"NeuronCore-v2": 0.4917, "NeuronCore-v3": 2.1751}
 """The same for a prefill pass (one prompt through every layer)."""
 DECODE_TIME_FACTOR = {"NeuronCore-v2": 0.4258}
 """The same for a decode step (compiled batch, one token each: weight- and KV-read bound); fitted
