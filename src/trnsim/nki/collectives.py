@@ -59,7 +59,7 @@ def bound() -> RankBinding | None:
 
 
 def _binding(call: str) -> RankBinding:
-    grid = backend.core().grid
+    grid = backend.core().grid if backend.in_kernel() else ()
     if math.prod(grid) > 1:
         raise UnsupportedError(f"nki.collectives.{call} inside a launch grid {list(grid)} is not emulated",
                                what=f"nki.collectives.{call} in a grid",
