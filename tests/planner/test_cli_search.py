@@ -57,3 +57,12 @@ def test_plan_serve_table(roofline_costs, capsys):
 def test_plan_errors_are_one_line(capsys):
     assert main(["plan", "train", "--model", "llama-2-7b", "--instance", "trn1.32xlarge", "--tp", "5"]) == 2
     assert "heads" in capsys.readouterr().err
+
+
+def test_plan_compare_prints_days_dollars_sources_and_break_even(roofline_costs, capsys):
+    code = main(["plan", "compare", "--model", "llama-2-7b", "--train-tokens", "1e11", "--seq", "4096",
+                 "--global-batch", "256", "--instance", "p5.48xlarge", "trn2.48xlarge", "Trn2 UltraServer",
+                 "--monthly-spend", "10000", "--engineering-cost", "50000"])
+    out = capsys.readouterr().out
+    assert code == 0 and "[P1][P2]" in out and "unknown (--price)" in out
+    assert "pays back" in out or "never pays back" in out
