@@ -182,6 +182,10 @@ class Placement:
         return range(self.span.first_partition, self.span.end_partition)
 
 
+def _span_start(span: Span) -> int:
+    return span.start
+
+
 class Allocator:
     """Places the tiles of one on-chip memory at one byte address in all their partitions.
 
@@ -237,22 +241,22 @@ class Allocator:
 
     def find(self, size_bytes: int, align_bytes: int, partitions: range, limit: int | None = -1,
              ahead: list[Span] = ()) -> int | None:
-        """The first address where a tile fits next to the live ones (and the spans `ahead`), or
-        None; `limit=None` looks past the end of the memory too (always succeeds)."""
-        limit = self.bytes_per_partition if limit == -1 else limit
-        spans = [s for s in (*self.live.values(), *ahead) if s.first_partition < partitions.stop
-                 and partitions.start < s.end_partition]
-        for start in self._candidates(spans, size_bytes, align_bytes):
-            end = start + size_bytes
-            if (limit is None or end <= limit) and not any(s.start < end and start < s.end for s in spans):
-                return start
-        return None
+        """The lowest address where a tile fits next to the live ones (and the spans `ahead`), or
+        None; `limit=None` looks past the end of the memory too (always succeeds).
 
-    def _candidates(self, spans: list[Span], size_bytes: int, align_bytes: int):
-        """Start addresses to try, in order: after each live span, aligned (and bank-respecting)."""
-        yield self._fix_start(0, size_bytes, align_bytes)
-        for span in sorted(spans, key=lambda s: s.end):
-            yield self._fix_start(span.end, size_bytes, align_bytes)
+        One pass over the spans on the tile's partitions in address order: the candidate start
+        moves past each span it would overlap, so the first gap that holds the tile wins."""
+        limit = self.bytes_per_partition if limit == -1 else limit
+        first, stop = partitions.start, partitions.stop
+        spans = sorted((s for s in (*self.live.values(), *ahead)
+                        if s.first_partition < stop and first < s.end_partition), key=_span_start)
+        start = self._fix_start(0, size_bytes, align_bytes)
+        for span in spans:
+            if span.start >= start + size_bytes:
+                break
+            if span.end > start:
+                start = self._fix_start(span.end, size_bytes, align_bytes)
+        return start if limit is None or start + size_bytes <= limit else None
 
     def _fix_start(self, start: int, size_bytes: int, align_bytes: int) -> int:
         start = -(-start // align_bytes) * align_bytes
