@@ -218,7 +218,8 @@ def reference(case, a, b, m):
         pair = (tile(b, data.shape), first) if kwargs["reverse1"] else (first, tile(b, data.shape))
         result = _ALU[_name(kwargs["op1"])](*pair)
     elif op == "tensor_partition_reduce":
-        result = _REDUCE[_name(kwargs["op"])].reduce(data, axis=0, keepdims=True)
+        # [1, F], or the same values down F partitions when dst is [F, 1] (as nl.sum(axis=0) writes)
+        result = _REDUCE[_name(kwargs["op"])].reduce(data, axis=0, keepdims=True).reshape(case["dst"])
     elif op == "tensor_reduce":
         result = {"add": np.add, "maximum": np.maximum, "minimum": np.minimum}[_name(kwargs["op"])].reduce(
             data, axis=1, keepdims=True)
