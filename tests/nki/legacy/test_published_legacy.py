@@ -336,3 +336,25 @@ def test_reference_resize_nearest():
     rows, cols = (np.floor(np.arange(n) * (size / n)).astype(int) for n, size in ((59, 30), (38, 20)))
     np.testing.assert_array_equal(vision.resize_nearest_fixed_dma_kernel(image, (1, 59, 38, 16)),
                                   image[:, rows][:, :, cols])
+
+
+SAMPLES_UNIT = ROOT / "nki-samples" / "test" / "unit"
+UNIT_FILES = ["test_adaptive_avg_pool2d.py", "test_resize_nearest.py", "test_rmsnorm_qkv.py",
+              "test_SD_attention_small_head.py", "test_allocated_SD_attention_small_head.py",
+              "test_flash_attn_fwd.py"]
+SLOW_UNIT_FILES = ["test_flash_attn_bwd.py", "test_select_and_scatter.py"]  # minutes per case
+
+
+@pytest.mark.parametrize("name", [*UNIT_FILES,
+                                  *(pytest.param(n, marks=pytest.mark.slow) for n in SLOW_UNIT_FILES)])
+def test_samples_unit_tests_in_simulation(name, tmp_path):
+    """nki-samples' own pytest files for its reference kernels, run as its README says
+    (`pytest --simulation-only`), in a child process with `neuronxcc.nki` aliased to trnsim."""
+    import subprocess
+    plugin = "import trnsim.nki.compat\ntrnsim.nki.compat.enable_legacy()\n"
+    (tmp_path / "legacy_aliases.py").write_text(plugin)
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(SAMPLES_SRC)])}
+    run = subprocess.run([sys.executable, "-m", "pytest", str(SAMPLES_UNIT / name), "--simulation-only",
+                          "-p", "legacy_aliases", "-q", "-p", "no:cacheprovider", "-W", "ignore"],
+                         cwd=SAMPLES_UNIT.parent.parent, env=environment, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout[-3000:]
