@@ -18,7 +18,9 @@ from __future__ import annotations
 import itertools
 import threading
 import weakref
+from bisect import bisect_left, insort
 from dataclasses import dataclass
+from heapq import merge
 from math import prod
 
 import numpy as np
@@ -205,13 +207,20 @@ class Allocator:
         self.partitions = partitions
         self.bank_bytes = bank_bytes
         self.live: dict[int, Span] = {}
+        self.by_start: list[Span] = []  # the live spans in address order
         self.placed: dict[int, Placement] = {}  # every tile of the launch, for core/placement.py
         self.replan = False
         self.aliases: list[tuple[int, int]] = []  # (earlier, later) kernel-placed tiles that overlap
+        self._lock = threading.Lock()
 
     def allocate(self, buffer_id: int, size_bytes: int, name: str, address: int | None = None,
                  align_bytes: int = 1, partitions: range | None = None) -> int:
         """Place a tile (natural alignment: its element size) and return its byte address."""
+        with self._lock:  # a tile's finaliser may free space from another thread (LNC=2 cores)
+            return self._allocate(buffer_id, size_bytes, name, address, align_bytes, partitions)
+
+    def _allocate(self, buffer_id: int, size_bytes: int, name: str, address: int | None,
+                  align_bytes: int, partitions: range | None) -> int:
         size_bytes = max(size_bytes, 1)
         partitions = partitions if partitions is not None else range(self.partitions)
         if size_bytes > self.bytes_per_partition:
@@ -229,12 +238,23 @@ class Allocator:
                 self.replan = True
                 address = self.find(size_bytes, align_bytes, partitions, limit=None)
         span = Span(address, address + size_bytes, name, partitions.start, partitions.stop)
-        self.live[buffer_id] = span
+        self.hold(buffer_id, span)
         self.placed[buffer_id] = Placement(span, explicit, align_bytes)
         return address
 
+    def hold(self, buffer_id: int, span: Span) -> None:
+        """Mark a span taken (kept in address order too, for `find`)."""
+        self.live[buffer_id] = span
+        insort(self.by_start, span, key=_span_start)
+
     def free(self, buffer_id: int) -> None:
-        self.live.pop(buffer_id, None)
+        with self._lock:
+            span = self.live.pop(buffer_id, None)
+            if span is not None:
+                at = bisect_left(self.by_start, span.start, key=_span_start)
+                while self.by_start[at] is not span:
+                    at += 1
+                del self.by_start[at]
 
     def live_bytes(self) -> int:
         return sum(s.end - s.start for s in self.live.values())
@@ -248,14 +268,18 @@ class Allocator:
         moves past each span it would overlap, so the first gap that holds the tile wins."""
         limit = self.bytes_per_partition if limit == -1 else limit
         first, stop = partitions.start, partitions.stop
-        spans = sorted((s for s in (*self.live.values(), *ahead)
-                        if s.first_partition < stop and first < s.end_partition), key=_span_start)
+        spans = self.by_start
+        if ahead:
+            spans = list(merge(spans, sorted(ahead, key=_span_start), key=_span_start))
+        banked = self.bank_bytes is not None
         start = self._fix_start(0, size_bytes, align_bytes)
         for span in spans:
             if span.start >= start + size_bytes:
                 break
-            if span.end > start:
-                start = self._fix_start(span.end, size_bytes, align_bytes)
+            if span.end > start and span.first_partition < stop and first < span.end_partition:
+                start = -(-span.end // align_bytes) * align_bytes  # _fix_start without banks (hot)
+                if banked:
+                    start = self._fix_start(start, size_bytes, align_bytes)
         return start if limit is None or start + size_bytes <= limit else None
 
     def _fix_start(self, start: int, size_bytes: int, align_bytes: int) -> int:

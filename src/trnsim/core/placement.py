@@ -41,7 +41,7 @@ def settle(trace: Trace, core: int, allocator: Allocator, strict: bool) -> None:
         _Plan(trace, core, allocator).run()
 
 
-@dataclass
+@dataclass(eq=False)
 class _Tile:
     """One tile over the trace: where it is now, and whether HBM or the chip holds its values."""
 
@@ -121,13 +121,13 @@ class _Plan:
             address = tile.placement.span.start
         else:
             address = self._find(tile, index)
+            victims = self._victims(index, used) if address is None else []
             while address is None:
-                victim = self._victim(index, used)
-                if victim is None:
+                if not victims:
                     raise self._full(tile, index)
-                self._evict(victim, index)
+                self._evict(victims.pop(), index)
                 address = self._find(tile, index)
-        self.room.live[tile.id] = tile.span(address)
+        self.room.hold(tile.id, tile.span(address))
         tile.address = address
         if tile.spilled:
             self.before[index].append(self._spill_dma(tile, index, store=False))
@@ -141,13 +141,15 @@ class _Plan:
         placement = tile.placement
         return self.room.find(placement.size_bytes, placement.align_bytes, placement.partitions, ahead=ahead)
 
-    def _victim(self, index: int, used: list[_Tile]) -> _Tile | None:
-        """The SBUF tile on chip whose next use is furthest away (none in PSUM: its tiles accumulate)."""
+    def _victims(self, index: int, used: list[_Tile]) -> list[_Tile]:
+        """SBUF tiles that may leave the chip, the one needed furthest ahead last (none in PSUM:
+        its tiles accumulate)."""
         if self.memory is not Memory.SBUF:
-            return None
-        candidates = [self.tiles[t] for t in self.room.live]
-        candidates = [t for t in candidates if not t.placement.explicit and t not in used]
-        return max(candidates, key=lambda t: t.next_use(index), default=None)
+            return []
+        busy = {tile.id for tile in used}
+        candidates = [self.tiles[t] for t in self.room.live if t not in busy]
+        candidates = [t for t in candidates if not t.placement.explicit]
+        return sorted(candidates, key=lambda t: t.next_use(index))
 
     def _evict(self, tile: _Tile, index: int) -> None:
         if tile.dirty:
