@@ -98,6 +98,16 @@ def test_fast_attention_extrapolates_over_query_groups(monkeypatch, causal):
     assert fast.seconds == pytest.approx(exact.seconds, rel=0.05)
 
 
+def test_causal_attention_whose_one_group_exceeds_the_clip_keeps_two_groups(monkeypatch):
+    """Only query groups may be clipped in a causal grid; one group of 4 query tiles x 2 key blocks
+    is already over the clip, so the traced grid keeps two groups (one would leave no second grid
+    for the slope: it was a ShapeError, then 21% off exact at 8192 x 8192)."""
+    monkeypatch.setattr(blocked, "CLIP_TILES", 4)
+    fast = cost.attention(1, 8, 512, 1024, 64, causal=True)
+    exact = cost.attention(1, 8, 512, 1024, 64, causal=True, tier="exact")
+    assert fast.seconds == pytest.approx(exact.seconds, rel=0.05)
+
+
 def test_grouped_query_attention_reads_fewer_kv_bytes():
     grouped = cost.attention(1, 32, 1024, 1024, 128, kv_heads=8)
     assert grouped.bytes < cost.attention(1, 32, 1024, 1024, 128).bytes

@@ -108,15 +108,19 @@ def _clipped_counts(op: Blocked, counts: list[int]) -> list[int]:
         return [min(counts[0], STREAM_CLIP_TILES)]
     axes = [axis for axis in range(len(counts)) if op.clippable(axis)]
     clipped = list(counts)
-    while math.prod(clipped) > CLIP_TILES and any(clipped[axis] > 1 for axis in axes):
+    # Never below two tiles: the second grid halves an axis again, and the slope needs both.
+    while math.prod(clipped) > CLIP_TILES and any(clipped[axis] > 2 for axis in axes):
         longest = max(axes, key=lambda axis: clipped[axis])
-        clipped[longest] //= 2
+        clipped[longest] = max(2, clipped[longest] // 2)
     return clipped
 
 
-def _halved(op: Blocked, counts: list[int]) -> list[int]:
-    """`counts` with its longest clippable axis halved: the second grid, for the slope."""
+def _halved(op: Blocked, counts: list[int]) -> list[int] | None:
+    """`counts` with its longest clippable axis halved: the second grid, for the slope (None when
+    that axis is down to one tile, as a causal grid clipped to one query group is)."""
     longest = max((axis for axis in range(len(counts)) if op.clippable(axis)), key=lambda axis: counts[axis])
+    if counts[longest] < 2:
+        return None
     return [n // 2 if axis == longest else n for axis, n in enumerate(counts)]
 
 
@@ -150,11 +154,18 @@ def fast(op: Blocked, dims: tuple[int, ...], target: str, lnc: int = 1) -> Timed
     small = _halved(op, large)
     busy = _busy_at(op, counts, tiling, target, lnc)
     bound = max(busy, key=busy.get)
-    (large_s, large_busy), (small_s, small_busy) = (
-        (exact(op, _dims_at(c, tiling, op.tiles), target, lnc).seconds,
-         _busy_at(op, c, tiling, target, lnc)[bound]) for c in (large, small))
-    slope = (large_s - small_s) / (large_busy - small_busy) if large_busy > small_busy else 1.0
+    large_s, large_busy = _seconds_and_busy(op, large, tiling, target, lnc, bound)
+    slope = 1.0  # a clipped axis already at one tile: no second grid, each busy second adds one
+    if small is not None:
+        small_s, small_busy = _seconds_and_busy(op, small, tiling, target, lnc, bound)
+        slope = (large_s - small_s) / (large_busy - small_busy) if large_busy > small_busy else 1.0
     return Timed(large_s + max(slope, 0.0) * (busy[bound] - large_busy), busy, lnc)
+
+
+def _seconds_and_busy(op: Blocked, counts: list[int], tiling, target: str, lnc: int, bound: str):
+    """Latency of the grid with `counts` tiles, and the bounding engine's busy time in it."""
+    return (exact(op, _dims_at(counts, tiling, op.tiles), target, lnc).seconds,
+            _busy_at(op, counts, tiling, target, lnc)[bound])
 
 
 current_runtime().on_reset(exact.cache_clear)  # the caches are the runtime's: reset empties them
