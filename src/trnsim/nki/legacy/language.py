@@ -196,7 +196,8 @@ def update(tile, op: str, value) -> None:
     """`tile op= value` in place (tile or indexed tile); `psum += nc_matmul(...)` accumulates the
     matmul in PSUM."""
     pending = value.pending if isinstance(value, Tile) else None
-    view = Call([tile], None).view(tile, broadcast=False)
+    # A plain tile is its own view (the common `psum += matmul`); an indexed one resolves first.
+    view = tile.base if type(tile) is Tile else Call([tile], None).view(tile, broadcast=False)
     if op == "add" and pending is not None and view.storage.memory is Memory.PSUM:
         value.pending = None
         pending.issue(view, accumulate=True if view.storage in _PSUM_WITH_VALUES else None)

@@ -112,6 +112,9 @@ class Tile(_Operators):
     # --- indexing ---------------------------------------------------------------------------
     def __getitem__(self, key):
         keys = key if isinstance(key, tuple) else (key,)
+        if all(type(k) is slice or type(k) is int for k in keys) and not _past_the_end(keys, self.shape):
+            base = _widened(self.base, len(keys))  # plain ints and slices: the common case, kept fast
+            return Tile(base[keys] if keys else base)
         keys = tuple(_runtime_value(k) if isinstance(k, Tile | Indexed) and np.prod(k.shape) == 1 else k
                      for k in keys)  # a one-value tile as an index: its value, read now
         if any(isinstance(k, IndexExpr | Tile | Indexed) for k in keys) or _past_the_end(keys, self.shape):
@@ -159,8 +162,10 @@ class Indexed(_Operators):
 
 def _past_the_end(keys: tuple, shape: tuple) -> bool:
     """A slice reaching past its dim (`t[256:384]` of 288 rows): legal under a mask that cuts it."""
-    return any(isinstance(k, slice) and isinstance(k.stop, numbers.Integral) and k.stop > n
-               for k, n in zip(keys, shape, strict=False))
+    for k, n in zip(keys, shape, strict=False):
+        if type(k) is slice and k.stop is not None and isinstance(k.stop, numbers.Integral) and k.stop > n:
+            return True
+    return False
 
 
 def _selected(base: NkiTensor, keys: tuple) -> tuple[NkiTensor, tuple]:
