@@ -57,11 +57,14 @@ def matmul_tiled(lhsT, rhs):
 
 def _load_stripe(source, column: int, width: int, k_tiles: int, first_k_tile: int = 0):
     """k_tiles K-tiles (from `first_k_tile`) of the width-wide column stripe of `source` at
-    `column`, as one SBUF tile [TILE_K, k_tiles, width]."""
-    stripe = nl.ndarray((TILE_K, k_tiles, width), dtype=source.dtype, buffer=nl.sbuf)
-    for k in nl.affine_range(k_tiles):
+    `column`, as a list of SBUF tiles [TILE_K, width], one per K tile (as the tutorials keep them:
+    the compiler places, and if it must spills, each on its own)."""
+    stripe = []
+    for k in range(k_tiles):
         row = (first_k_tile + k) * TILE_K
-        nisa.dma_copy(dst=stripe[:, k, :], src=source[row:row + TILE_K, column:column + width])
+        tile = nl.ndarray((TILE_K, width), dtype=source.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=source[row:row + TILE_K, column:column + width])
+        stripe.append(tile)
     return stripe
 
 
@@ -78,7 +81,7 @@ def matmul_hoisted(lhsT, rhs):
             rhs_stripe = _load_stripe(rhs, n * TILE_N, TILE_N, k_tiles)
             psum = nl.ndarray((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.psum)
             for k in nl.affine_range(k_tiles):
-                nisa.nc_matmul(dst=psum, stationary=lhsT_stripe[:, k, :], moving=rhs_stripe[:, k, :])
+                nisa.nc_matmul(dst=psum, stationary=lhsT_stripe[k], moving=rhs_stripe[k])
             _output_tile(result, psum, m, n)
             del rhs_stripe  # free the stripe before the next one is allocated (no fragmentation)
     return result
@@ -101,8 +104,7 @@ def matmul_blocked_mn(lhsT, rhs, tiles_m: int = 2, tiles_n: int = 2):
                 for bn in nl.affine_range(tiles_n):
                     psum = nl.ndarray((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.psum)
                     for k in nl.affine_range(k_tiles):
-                        nisa.nc_matmul(dst=psum, stationary=lhsT_stripes[bm][:, k, :],
-                                       moving=rhs_stripes[bn][:, k, :])
+                        nisa.nc_matmul(dst=psum, stationary=lhsT_stripes[bm][k], moving=rhs_stripes[bn][k])
                     _output_tile(result, psum, m * tiles_m + bm, n * tiles_n + bn)
             del rhs_stripes
     return result
@@ -134,8 +136,8 @@ def _multiply_block(sums, lhsT_block, rhs_block, m, tiles_m, tiles_n, tiles_k) -
             psum = nl.ndarray((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.psum)
             for bk in nl.affine_range(tiles_k):
                 nisa.nc_matmul(dst=psum,
-                               stationary=lhsT_block[:, bk, bm * TILE_M:(bm + 1) * TILE_M],
-                               moving=rhs_block[:, bk, bn * TILE_N:(bn + 1) * TILE_N])
+                               stationary=lhsT_block[bk][:, bm * TILE_M:(bm + 1) * TILE_M],
+                               moving=rhs_block[bk][:, bn * TILE_N:(bn + 1) * TILE_N])
             partial = sums[:, m, bm, bn, :]
             nisa.tensor_tensor(dst=partial, data1=partial, data2=psum, op=nl.add)
 
