@@ -172,9 +172,11 @@ def accumulate_matmul(io: Operands, product, mode: bool | None) -> None:
         warnings.warn(f"{io.ins.where}: nisa.nc_matmul: accumulate=True onto PSUM that was never "
                       f"written ({view.storage.name}); the hardware result is undefined",
                       KernelWarning, stacklevel=2)
-    target = view.array()
     add = mode is True or (mode is None and settled)
     partial = not add and mode is None and flags is not None and bool(flags.any())  # add where flagged
+    if not add and not partial:
+        view.will_overwrite()  # a first matmul writes the whole region: a whole tile needs no fill
+    target = view.array()
     if isinstance(product, tuple) and target.dtype == F32 and target.ndim == 2 and not partial:
         blas.gemm(*product, target, add)
     else:

@@ -364,15 +364,25 @@ class View:
         return np.ndarray(self.shape, np.bool_, self.storage.written, self.offset,
                           tuple(self.strides))
 
+    def covers_buffer(self) -> bool:
+        """Whether the view is every element of its buffer, in storage order."""
+        data = self.storage.data
+        if self.offset or data is None:
+            return False
+        whole = self._window(data)
+        return whole.flags.c_contiguous and whole.nbytes == data.nbytes
+
+    def will_overwrite(self) -> None:
+        """The caller writes every element of this view next: if that is the whole buffer, the
+        uninitialised fill the buffer still owes is skipped (nothing could ever read it)."""
+        shared = self.storage._shared
+        if shared.unfilled and self.covers_buffer():
+            shared.unfilled = False
+
     def assign(self, values: np.ndarray) -> None:
         """Store values (already in this view's dtype and shape, or broadcastable)."""
-        storage = self.storage
-        if storage._shared.unfilled and not storage.queue and self.offset == 0 and storage.data is not None:
-            whole = self._window(storage.data)
-            if whole.flags.c_contiguous and whole.nbytes == storage.data.nbytes:
-                storage._shared.unfilled = False  # every byte is written now: no fill needed
-                whole[...] = values
-                return
+        if not self.storage.queue:  # queued instructions may still write parts of it first
+            self.will_overwrite()
         self.array()[...] = values
 
     def mark_written(self) -> None:
