@@ -8,6 +8,7 @@ matmul the same BLAS call as in eager execution, so values are compared bit for 
 import contextlib
 import contextvars
 import io
+import threading
 
 import numpy as np
 import pytest
@@ -205,6 +206,42 @@ def test_a_full_segment_is_cut_at_a_chain_boundary(on_workers, monkeypatch):
     assert on_workers == [6, 6]  # one output row of 2 tiles per segment
     with trnsim.config.override(eager=True):
         assert np.array_equal(result, nki.simulate(blocked_matmul)(lhsT, rhs))
+
+
+def test_a_full_segment_runs_on_its_own_thread_while_the_kernel_issues_the_next(monkeypatch):
+    """A segment cut for size is handed off: it runs on a segment thread while the kernel's thread
+    issues the next one (segments still run one after another); the values are eager's."""
+    monkeypatch.setattr(deferred, "SEGMENT_MATMULS", 6)
+    threads = []
+    original = deferred.DeferredQueue._run
+
+    def spy(self, entries):
+        threads.append(threading.current_thread().name)
+        original(self, entries)
+    monkeypatch.setattr(deferred.DeferredQueue, "_run", spy)
+    lhsT, rhs = _inputs()
+    result = nki.simulate(blocked_matmul)(lhsT, rhs)
+    assert threads == ["trnsim-segment", threading.current_thread().name]  # the kernel's end runs the last
+    with trnsim.config.override(eager=True):
+        assert np.array_equal(result, nki.simulate(blocked_matmul)(lhsT, rhs))
+
+
+def test_an_error_in_a_handed_off_segment_is_raised_by_the_kernel_call(monkeypatch):
+    """The first segment fails on its thread; the kernel call raises that error, not a later one."""
+    monkeypatch.setattr(deferred, "SEGMENT_MATMULS", 6)
+    original = deferred.run_instruction
+    ran = []
+
+    def failing(ins, inputs, outputs, state, strict):
+        ran.append(threading.current_thread().name)
+        if ins.opcode is Opcode.TENSOR_COPY:
+            raise KernelError("the first segment's copy failed")
+        original(ins, inputs, outputs, state, strict)
+    monkeypatch.setattr(deferred, "run_instruction", failing)
+    lhsT, rhs = _inputs()
+    with pytest.raises(KernelError, match="first segment's copy failed"):
+        nki.simulate(blocked_matmul)(lhsT, rhs)
+    assert ran[-1] == "trnsim-segment"
 
 
 @nki.jit

@@ -34,13 +34,19 @@ The rules that make reordering safe:
 * A segment also ends, at the next chain boundary, once it holds SEGMENT_MATMULS matmuls: queued
   operands keep their tiles' values alive, and a bounded segment lets the array pool
   (core/pool.py) reuse that memory.
+* A segment ended by a conflict or its size is handed off: it runs on its own thread while the
+  kernel issues the next one (checks, trace and queueing are Python; the GEMMs are not), so the
+  workers are not idle while the kernel's loop runs. Segments still run one at a time, in issue
+  order: a hand-off or flush waits for the running one first, and raises its error.
 
 Strict mode and `config.override(eager=True)` execute every instruction when it is issued.
 """
 
 from __future__ import annotations
 
+import contextvars
 import queue
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -76,14 +82,17 @@ class DeferredQueue:
         self.written: set[int] = set()  # buffers queued non-matmuls write
         self.touched: set[int] = set()  # ... or read
         self.matmuls = 0  # queued matmuls
+        self.running: Segment | None = None  # the previous segment, running on its own thread
 
     def __bool__(self) -> bool:
-        return bool(self.entries)
+        """Whether any instruction has not run yet (queued, or in the segment still running)."""
+        return bool(self.entries) or self.running is not None
 
     def add(self, ins: Instruction, inputs: tuple[View, ...], outputs: tuple[View, ...]) -> None:
         """Queue an instruction, or run it now when it cannot pay off (no matmul queued yet)."""
         is_matmul = ins.opcode is Opcode.MATMUL
-        if not self and not is_matmul:
+        if not self.entries and not is_matmul:
+            self.wait()
             run_instruction(ins, inputs, outputs, self.state, False)
             return
         if is_matmul:
@@ -91,7 +100,7 @@ class DeferredQueue:
                         or any(v.storage.id in self.touched for v in outputs))
             full = self.matmuls >= SEGMENT_MATMULS and self.entries[-1].ins.opcode is not Opcode.MATMUL
             if conflict or full:
-                self.flush()
+                self.hand_off()
             self.matmuls += 1
         else:
             for view in outputs:
@@ -112,11 +121,38 @@ class DeferredQueue:
         return tuple(detached)
 
     def flush(self) -> None:
-        """Run the segment: its independent matmul chains (GEMMs on workers), then the rest in
-        issue order."""
+        """Run every instruction not run yet, here and now (raising the first execution error)."""
+        self.wait()
+        if self.entries:
+            self._run(self._take())
+
+    def hand_off(self) -> None:
+        """Start the queued segment on its own thread and open a new one, so the kernel issues the
+        next segment (its checks and trace, in Python) while this one's GEMMs run. Segments still
+        run one after another, in issue order: the next starts only once this one is done."""
+        self.wait()
+        self.running = Segment(self._take(), self._run)
+
+    def wait(self) -> None:
+        """Wait for the running segment; its execution error, if any, is raised here."""
+        running, self.running = self.running, None
+        if running is None:
+            return
+        try:
+            running.join()
+        except BaseException:
+            self._take()  # what the kernel issued after the failure never runs, as in issue order
+            raise
+
+    def _take(self) -> list[Queued]:
         entries = self.entries
         self.entries, self.clones, self.written, self.touched = [], {}, set(), set()
         self.matmuls = 0
+        return entries
+
+    def _run(self, entries: list[Queued]) -> None:
+        """Run a segment: its independent matmul chains (GEMMs on workers), then the rest in issue
+        order."""
         done = self._run_chains(entries)
         for entry in entries:
             if id(entry) not in done:
@@ -160,6 +196,38 @@ class DeferredQueue:
             for run in runs:
                 run.result()
         return set(lane_of)
+
+
+class Segment:
+    """A segment running on its own thread, in a copy of the kernel's context (config, runtime).
+
+    Context variables the segment sets (the stochastic-rounding stream, created on first use) are
+    set in the kernel's context when it is joined, as executing there would have."""
+
+    def __init__(self, entries: list[Queued], run):
+        self.error: BaseException | None = None
+        self.context = contextvars.copy_context()
+        self.before = dict(self.context.items())
+        self.thread = threading.Thread(target=self._main, args=(run, entries), name="trnsim-segment",
+                                       daemon=True)
+        self.thread.start()
+
+    def _main(self, run, entries: list[Queued]) -> None:
+        try:
+            self.context.run(run, entries)
+        except BaseException as error:  # noqa: BLE001 - raised on the kernel's thread by join()
+            self.error = error
+
+    def join(self) -> None:
+        self.thread.join()
+        for variable, value in self.context.items():
+            if self.before.get(variable, _UNSET) is not value:
+                variable.set(value)
+        if self.error is not None:
+            raise self.error
+
+
+_UNSET = object()
 
 
 def _make_gemms(lane: queue.SimpleQueue) -> None:
