@@ -1,5 +1,5 @@
-"""The Hugging Face toolchain on neuron: save_pretrained / from_pretrained, and the ops generate()
-and data pipelines reach (CPU index tensors, isin)."""
+"""The Hugging Face toolchain on neuron: save_pretrained / from_pretrained (device_map= too), the
+Trainer, and the ops generate() and data pipelines reach (CPU index tensors, isin)."""
 
 import warnings
 
@@ -23,6 +23,19 @@ def test_save_pretrained_then_from_pretrained_round_trips_bitwise(tmp_path):
     assert all(torch.equal(saved[k].cpu(), back[k].cpu()) for k in saved)
 
 
+def test_from_pretrained_with_device_map_neuron_loads_onto_the_device(tmp_path):
+    pytest.importorskip("accelerate")  # device_map= needs it
+    cfg = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=1, n_head=2, n_positions=16)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(cfg)
+    model.save_pretrained(tmp_path)
+    for device_map in ("neuron", {"": "neuron:0"}):
+        loaded = transformers.GPT2LMHeadModel.from_pretrained(tmp_path, device_map=device_map)
+        assert {p.device for p in loaded.parameters()} == {torch.device("neuron", 0)}
+        saved, back = model.state_dict(), loaded.state_dict()
+        assert all(torch.equal(back[name].cpu(), saved[name]) for name in saved)
+
+
 def test_a_neuron_tensor_takes_cpu_index_tensors_as_cuda_does():
     values = torch.arange(6.0).reshape(3, 2)
     on_device, rows = values.to("neuron"), torch.tensor([2, 0])
@@ -40,3 +53,47 @@ def test_isin_runs_on_the_device():
         warnings.simplefilter("error")
         found = torch.isin(elements.to("neuron"), test.to("neuron"))
     assert torch.equal(found.cpu(), torch.isin(elements, test))
+
+
+class _Tokens(torch.utils.data.Dataset):
+    """16 fixed random sequences of 16 tokens, as a causal-LM dataset."""
+
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, index):
+        ids = torch.randint(0, 64, (16,), generator=torch.Generator().manual_seed(index))
+        return {"input_ids": ids, "labels": ids}
+
+
+def _train_with_the_trainer(output_dir):
+    """Three Trainer steps of a tiny GPT-2; returns the trained model and its TrainingArguments."""
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)  # accelerate keeps its device per process
+    cfg = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=2, n_positions=32,
+                                  bos_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(cfg)
+    args = transformers.TrainingArguments(output_dir=str(output_dir), per_device_train_batch_size=4,
+                                          max_steps=3, report_to=[], save_strategy="no")
+    transformers.Trainer(model=model, args=args, train_dataset=_Tokens()).train()
+    AcceleratorState._reset_state(reset_partial_state=True)
+    return model, args
+
+
+def test_the_trainer_trains_on_neuron_when_accelerate_is_told_to(monkeypatch, tmp_path):
+    """accelerate detects a Neuron device through AWS's torch_neuronx, which is not here, so by
+    default the Trainer picks CPU; ACCELERATE_TORCH_DEVICE=neuron (accelerate's switch for a device
+    it does not detect) puts it on neuron, where it trains to the CPU run's weights, bit for bit."""
+    pytest.importorskip("accelerate")
+    monkeypatch.delenv("ACCELERATE_TORCH_DEVICE", raising=False)
+    on_cpu, cpu_args = _train_with_the_trainer(tmp_path / "cpu")
+    monkeypatch.setenv("ACCELERATE_TORCH_DEVICE", "neuron")
+    with trnsim.torch.profile(target="trn2") as prof:
+        on_neuron, neuron_args = _train_with_the_trainer(tmp_path / "neuron")
+    assert cpu_args.device.type == "cpu" and neuron_args.device.type == "neuron"
+    assert {p.device.type for p in on_neuron.parameters()} == {"neuron"}
+    assert prof.report().matmul_s > 0  # the steps ran as device ops (GPT-2 layers are addmm)
+    trained, reference = on_neuron.state_dict(), on_cpu.state_dict()
+    assert all(torch.equal(trained[name].cpu(), reference[name]) for name in reference)
