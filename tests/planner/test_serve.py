@@ -41,6 +41,16 @@ def test_unknown_prices_are_not_invented(roofline_costs):
     assert priced.usd_per_hour == 150.0
 
 
+def test_the_h200_instances_have_their_memory_and_only_the_price_found(roofline_costs):
+    """p5en has a public on-demand price; p5e has only a Capacity Block rate, so it has none."""
+    priced = planner.serve("llama-3.1-70b", "p5en.48xlarge", ServePlan(tp=8))
+    assert priced.usd_per_hour == 63.296 and "[P1]" in priced.price_source
+    unpriced = planner.serve("llama-3.1-70b", "p5e.48xlarge", ServePlan(tp=8))
+    assert unpriced.usd_per_hour is None and "--price" in unpriced.price_source
+    h100 = planner.serve("llama-3.1-70b", "p5.48xlarge", ServePlan(tp=8))
+    assert unpriced.tpot_s < h100.tpot_s  # decode reads the weights: 4.8 against 3.35 TB/s per GPU
+
+
 @pytest.mark.parametrize("plan, message", [
     (ServePlan(tp=7), "divide"), (ServePlan(tp=4, concurrency=8, compiled_batch=4), "concurrency"),
 ])

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from trnsim.errors import ConfigError
 from trnsim.planner.search import search
 
-COMPARE_TRAIN = ("trn1.32xlarge", "trn2.48xlarge", "Trn3 Gen1 UltraServer", "p5.48xlarge")
-"""Default instances of `plan compare`: one per Trainium generation, and the H100 instance."""
+COMPARE_TRAIN = ("trn1.32xlarge", "trn2.48xlarge", "Trn3 Gen1 UltraServer", "p5.48xlarge", "p5en.48xlarge")
+"""Default instances of `plan compare`: one per Trainium generation, and the H100 and H200 instances
+with an on-demand price."""
 
 
 @dataclass
