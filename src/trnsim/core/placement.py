@@ -23,7 +23,7 @@ import heapq
 import warnings
 from bisect import bisect_right
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from trnsim.core.isa import SPECS, Engine, Memory, Opcode
 from trnsim.core.memory import Allocator, Placement, Span
@@ -178,15 +178,18 @@ class _Plan:
             if tile is not None:
                 tile.dirty = True
         if outputs is not ins.outputs or inputs is not ins.inputs:
-            self.rewritten[index] = replace(ins, outputs=outputs, inputs=inputs)
+            self.rewritten[index] = Instruction(ins.opcode, ins.engine, outputs, inputs, ins.params,
+                                                ins.where, ins.name, ins.core)
 
     def _moved(self, regions: tuple[Region, ...]) -> tuple[Region, ...]:
-        moved = list(regions)
+        """The regions at their tiles' planned addresses (the same tuple when none moved)."""
+        moved = None
         for k, region in enumerate(regions):
             tile = self.tiles.get(region.buffer) if region.memory is self.memory else None
             if tile is not None and tile.address != region.address_bytes:
-                moved[k] = region._replace(address_bytes=tile.address)
-        return regions if moved == list(regions) else tuple(moved)
+                moved = moved or list(regions)
+                moved[k] = Region(region.memory, region.buffer, region.name, tile.address, *region[4:])
+        return regions if moved is None else tuple(moved)
 
     def _full(self, tile: _Tile, index: int) -> CapacityError:
         """No placement can run this instruction: say what it needs and what holds the rest."""
