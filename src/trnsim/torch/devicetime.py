@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trnsim import cost
 from trnsim.core.runtime import current as current_runtime
@@ -177,18 +177,47 @@ def _foreach_launches(name: str, inputs, outputs) -> list[Launch]:
     return launches
 
 
+RNN_GATES = {"lstm": 4, "gru": 3}
+"""Gate blocks per layer (the weights' first dimension over the hidden size); plain RNNs have 1."""
+
+
+def _rnn_launches(name: str, inputs, outputs) -> list[Launch]:
+    """A recurrent layer stack: per layer and direction, the input projection of every token as one
+    matmul, one hidden-state matmul per time step, and the gate arithmetic (ScalarE for the
+    sigmoids and tanhs, VectorE for the products and sums). The weights are the 2-D inputs, in
+    pairs (w_ih, w_hh); hx's middle dimension is the batch."""
+    (x_shape, dtype), gates = inputs[0], RNN_GATES.get(name, 1)
+    weights = [shape for shape, _ in inputs[1:] if len(shape) == 2]
+    hidden = next(shape for shape, _ in inputs[1:] if len(shape) == 3)
+    tokens = max(1, _numel(x_shape) // max(1, x_shape[-1]))
+    batch = max(1, hidden[1])
+    launches, k = [], 0
+    while k + 1 < len(weights):
+        w_ih, w_hh = weights[k], weights[k + 1]
+        launches.append(_matmul(tokens, w_ih[1], w_ih[0], dtype))
+        launches.append(_matmul(batch, w_hh[1], w_hh[0], dtype, max(1, tokens // batch)))
+        launches.append(_stream("activation", [tokens * w_ih[0]], dtype))
+        launches.append(_stream("tensor", [tokens * w_ih[0] // gates] * 2, dtype))
+        projected = k + 2 < len(weights) and weights[k + 2][0] != w_ih[0]  # LSTM proj_size: w_hr
+        k += 3 if projected else 2
+    return launches
+
+
 RECIPES = {
     "matmul": _matmul_launches, "conv": _conv_launches, "attention": _attention_launches,
     "norm": _rowwise_launches, "reduction": _rowwise_launches, "loss": _rowwise_launches,
     "activation": _stream_launches("activation"), "elementwise": _stream_launches("tensor"),
     "embedding": _movement_launches, "indexing": _movement_launches, "factory": _movement_launches,
-    "view": _view_launches, "foreach": _foreach_launches,
+    "view": _view_launches, "foreach": _foreach_launches, "rnn": _rnn_launches,
 }
 """Family -> (op name, input signature, output signature) -> kernel launches."""
 
 
 def launches(op: str, inputs: tuple, outputs: tuple) -> list[Launch]:
     """The built-in kernel launches that stand for aten op `op` (e.g. "aten.mm.default")."""
+    if op.endswith(".backward"):  # trnsim.torch.rnn's record of a backward: gradients of inputs
+        forward = launches(op.removesuffix(".backward"), inputs, outputs)  # and of weights, 2x
+        return [replace(launch, count=2 * launch.count) for launch in forward]
     name = op.split(".")[1] if op.startswith("aten.") else op
     family = FAMILIES.get(name)
     if family is None:

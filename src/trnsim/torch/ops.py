@@ -33,6 +33,7 @@ _family("norm", """native_layer_norm native_layer_norm_backward native_batch_nor
     _native_batch_norm_legit _native_batch_norm_legit_no_training _native_batch_norm_legit_functional
     native_group_norm native_group_norm_backward _fused_rms_norm _fused_rms_norm_backward
     batch_norm_stats batch_norm_elemt batch_norm_backward_reduce batch_norm_backward_elemt""")
+_family("rnn", "lstm gru rnn_tanh rnn_relu")  # whole ops on the buffers (trnsim.torch.rnn)
 _family("embedding", "embedding embedding_dense_backward _embedding_bag _embedding_bag_backward")
 _family("attention", """_scaled_dot_product_flash_attention_for_cpu
     _scaled_dot_product_flash_attention_for_cpu_backward _fused_sdp_choice
@@ -58,7 +59,8 @@ _family("indexing", """index index_put index_put_ _index_put_impl_ index_select 
     select_scatter slice_scatter diagonal_scatter as_strided_scatter unfold_backward max_pool2d_with_indices
     max_pool2d_with_indices_backward avg_pool2d avg_pool2d_backward _adaptive_avg_pool2d
     _adaptive_avg_pool2d_backward upsample_nearest2d upsample_bilinear2d
-    upsample_nearest2d_backward upsample_bilinear2d_backward""")
+    upsample_nearest2d_backward upsample_bilinear2d_backward _pack_padded_sequence
+    _pack_padded_sequence_backward""")
 _family("view", """view _unsafe_view reshape t transpose permute expand unsqueeze squeeze slice select
     split split_with_sizes unbind narrow as_strided alias detach clone contiguous _reshape_alias
     unsqueeze_ squeeze_ t_ transpose_ as_strided_ swapdims_ detach_
@@ -240,6 +242,25 @@ def index_rule(kernel):
     return rule
 
 
+CPU_ARGUMENT_OPS = {"_pack_padded_sequence_backward", "lstm", "gru", "rnn_tanh", "rnn_relu"}
+"""Ops whose lengths / batch_sizes argument is a CPU tensor by PyTorch's own rule (packed sequences)."""
+
+
+def cpu_argument_rule(kernel):
+    def rule(func, args, kwargs):
+        uargs = [unwrap(a, func, allow_cpu=True) for a in args]
+        return _finish(func, args, kwargs, uargs, kernel(func, uargs, unwrap_kwargs(kwargs, func)))
+
+    return rule
+
+
+def packing_rule(func, args, kwargs):
+    """`_pack_padded_sequence`: the lengths come from CPU and batch_sizes stays there, as on CUDA."""
+    uargs = [unwrap(a, func, allow_cpu=True) for a in args]
+    data, batch_sizes = plain(func, uargs, kwargs)
+    return _finish(func, args, kwargs, uargs, data), batch_sizes
+
+
 def copy_rule(func, args, kwargs):
     """`copy_` / `_copy_from`: the one place where a full CPU tensor may meet a neuron tensor."""
     uargs = [unwrap(a, func, allow_cpu=True) for a in args]
@@ -269,4 +290,8 @@ def resolve(func):
         return decompose_rule
     if func.namespace == "aten" and name in CPU_INDEX_OPS:
         return index_rule(kernel_for(func))
+    if func.namespace == "aten" and name == "_pack_padded_sequence":
+        return packing_rule
+    if func.namespace == "aten" and name in CPU_ARGUMENT_OPS:
+        return cpu_argument_rule(kernel_for(func))
     return eager_rule(kernel_for(func))

@@ -1,0 +1,101 @@
+"""Recurrent layers (`nn.LSTM`, `nn.GRU`, `nn.RNN`) on neuron: the whole aten op on the CPU buffers.
+
+On a device other than CPU, PyTorch's recurrent ops step through fused cell kernels that only CUDA
+has (`_thnn_fused_lstm_cell`), and CPU itself runs them through oneDNN (`mkldnn_rnn`): neither
+decomposes into ops trnsim could run with CPU's bits. So trnsim takes the op before it decomposes
+(a kernel on the AutogradPrivateUse1 key) and runs CPU's implementation on the buffers under CPU
+autograd; the backward asks that CPU graph for the gradients. Outputs and gradients are CPU's, bit
+for bit. The profiler charges the forward as its matmuls and gate arithmetic (devicetime's "rnn"
+recipe) and the backward, recorded as `<op>.backward`, as twice that.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from trnsim.torch import profiler
+from trnsim.torch.tensor import buffer_of, device_of, wrap
+
+OVERLOADS = ("lstm.input", "lstm.data", "gru.input", "gru.data", "rnn_tanh.input", "rnn_tanh.data",
+             "rnn_relu.input", "rnn_relu.data")
+
+
+def register(kernels: torch.library.Library) -> None:
+    for name in OVERLOADS:
+        packet, overload = name.split(".")
+        op = getattr(getattr(torch.ops.aten, packet), overload)
+        kernels.impl(name, _on_buffers(op), "AutogradPrivateUse1")
+
+
+class Backward:
+    """Stands for an op's backward in the profiler's record, which keys ops by name."""
+
+    namespace = "aten"
+
+    def __init__(self, op):
+        self.op = op
+
+    def __str__(self) -> str:
+        return f"{self.op}.backward"
+
+
+def _is_tensor_list(value) -> bool:
+    return type(value) in (list, tuple) and all(isinstance(v, torch.Tensor) for v in value) and bool(value)
+
+
+def _tensors(args) -> list[torch.Tensor]:
+    found = []
+    for value in args:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif _is_tensor_list(value):
+            found.extend(value)
+    return found
+
+
+def _rebuild(args, tensors) -> list:
+    """`args` with their tensors (lists included) replaced, in order, by `tensors`."""
+    replacing = iter(tensors)
+    return [next(replacing) if isinstance(value, torch.Tensor)
+            else [next(replacing) for _ in value] if _is_tensor_list(value) else value for value in args]
+
+
+def _on_buffers(op):
+    def kernel(*args):
+        # CPU's oneDNN path computes differently with gradients on and off: run it as the caller does.
+        return _CpuGraph.apply(op, args, torch.is_grad_enabled(), *_tensors(args))
+    return kernel
+
+
+class _CpuGraph(torch.autograd.Function):
+    """Forward: the op on CPU leaves that share the buffers' memory; backward: their gradients."""
+
+    @staticmethod
+    def forward(ctx, op, args, grad_enabled, *tensors):
+        leaves = [buffer_of(t).detach().requires_grad_(t.requires_grad) if t.is_floating_point()
+                  else buffer_of(t) for t in tensors]
+        with torch.set_grad_enabled(grad_enabled):
+            outputs = op(*_rebuild(args, leaves))
+        active = profiler.current()
+        if active is not None:
+            active.record(op, _rebuild(args, [leaf.detach() for leaf in leaves]), outputs)
+        ctx.op, ctx.args, ctx.leaves, ctx.outputs = op, args, leaves, outputs
+        device = device_of(tensors)
+        return tuple(wrap(output.detach(), device) for output in outputs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        wanted = [k for k, leaf in enumerate(ctx.leaves) if leaf.requires_grad]
+        pairs = [(output, buffer_of(grad)) for output, grad in zip(ctx.outputs, grads, strict=True)
+                 if grad is not None and output.requires_grad]
+        found = torch.autograd.grad([output for output, _ in pairs], [ctx.leaves[k] for k in wanted],
+                                    [grad for _, grad in pairs], allow_unused=True)
+        active = profiler.current()
+        if active is not None:
+            active.record(Backward(ctx.op), _rebuild(ctx.args, [leaf.detach() for leaf in ctx.leaves]),
+                          [grad for grad in found if grad is not None])
+        device = device_of(grads)
+        result = [None] * len(ctx.leaves)
+        for k, grad in zip(wanted, found, strict=True):
+            result[k] = None if grad is None else wrap(grad, device)
+        return (None, None, None, *result)

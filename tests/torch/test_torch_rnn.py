@@ -1,0 +1,73 @@
+"""nn.LSTM, nn.GRU and nn.RNN on neuron: CPU's values and gradients, bit for bit (trnsim.torch.rnn),
+in each autograd mode, packed sequences included; the profiler charges forward and backward."""
+
+import pytest
+import torch
+
+import trnsim.torch
+
+LAYERS = [
+    (torch.nn.LSTM, dict(num_layers=2, batch_first=True)),
+    (torch.nn.GRU, dict(bidirectional=True)),
+    (torch.nn.RNN, dict(nonlinearity="relu")),
+    (torch.nn.LSTM, dict(proj_size=4)),  # not oneDNN on CPU: the native cells
+]
+
+
+def _pair(cls, options):
+    torch.manual_seed(0)
+    on_cpu = cls(8, 16, **options)
+    on_neuron = cls(8, 16, **options)
+    on_neuron.load_state_dict(on_cpu.state_dict())
+    return on_cpu, on_neuron.to("neuron")
+
+
+def _first(hidden):
+    return hidden[0] if isinstance(hidden, tuple) else hidden
+
+
+@pytest.mark.parametrize("cls, options", LAYERS)
+def test_outputs_and_gradients_are_cpus(cls, options):
+    on_cpu, on_neuron = _pair(cls, options)
+    x = torch.randn(3, 5, 8)
+    out, hidden = on_cpu(x)
+    (out.sum() + _first(hidden).sum()).backward()
+    with trnsim.torch.profile(target="trn2") as prof:
+        out_n, hidden_n = on_neuron(x.to("neuron"))
+        (out_n.sum() + _first(hidden_n).sum()).backward()
+    assert out_n.device.type == "neuron" and torch.equal(out_n.cpu(), out.detach())
+    assert torch.equal(_first(hidden_n).cpu(), _first(hidden).detach())
+    for mine, reference in zip(on_neuron.parameters(), on_cpu.parameters(), strict=True):
+        assert mine.grad.device.type == "neuron" and torch.equal(mine.grad.cpu(), reference.grad)
+    report = prof.report()
+    assert report.untimed == {} and report.matmul_s > 0
+    name = f"aten.{cls.__name__.lower() if cls is not torch.nn.RNN else 'rnn_relu'}.input"
+    forward, backward = report.per_op[name], report.per_op[f"{name}.backward"]
+    assert backward.device_s == pytest.approx(2 * forward.device_s)
+
+
+@pytest.mark.parametrize("mode", [torch.no_grad, torch.inference_mode])
+def test_without_gradients_the_values_are_cpus_in_the_same_mode(mode):
+    """CPU's oneDNN LSTM computes differently with gradients off, so compare mode with mode."""
+    on_cpu, on_neuron = _pair(torch.nn.LSTM, dict(num_layers=2))
+    x = torch.randn(5, 3, 8)
+    with mode():
+        assert torch.equal(on_neuron(x.to("neuron"))[0].cpu(), on_cpu(x)[0])
+
+
+def test_packed_sequences_keep_batch_sizes_on_cpu_and_match_cpu():
+    on_cpu, on_neuron = _pair(torch.nn.LSTM, dict())
+    x = torch.randn(5, 3, 8, requires_grad=True)
+    x_n = x.detach().to("neuron").requires_grad_()
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x_n, [5, 3, 2])
+    assert packed.data.device.type == "neuron" and packed.batch_sizes.device.type == "cpu"
+    out, _ = on_cpu(torch.nn.utils.rnn.pack_padded_sequence(x, [5, 3, 2]))
+    out_n, _ = on_neuron(packed)
+    padded, _ = torch.nn.utils.rnn.pad_packed_sequence(out)
+    padded_n, _ = torch.nn.utils.rnn.pad_packed_sequence(out_n)
+    assert torch.equal(padded_n.cpu(), padded.detach())
+    padded.sum().backward()
+    padded_n.sum().backward()
+    assert torch.equal(x_n.grad.cpu(), x.grad)
+    pairs = zip(on_neuron.parameters(), on_cpu.parameters(), strict=True)
+    assert all(torch.equal(mine.grad.cpu(), reference.grad) for mine, reference in pairs)
