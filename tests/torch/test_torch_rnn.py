@@ -26,6 +26,7 @@ def _first(hidden):
     return hidden[0] if isinstance(hidden, tuple) else hidden
 
 
+@pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")
 @pytest.mark.parametrize("cls, options", LAYERS)
 def test_outputs_and_gradients_are_cpus(cls, options):
     on_cpu, on_neuron = _pair(cls, options)
