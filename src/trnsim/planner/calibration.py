@@ -108,7 +108,7 @@ def predict(row: Row) -> float:
                                precision=PRECISION_NAMES.get(row.precision, "bf16"),
                                zero="zero1" if row.tp * row.pp > 1 else "none")
         return training.train(name, row.instance, row.nodes, plan).sequences_per_s
-    weights = "int8" if row.model.endswith("-int8w") else "bf16"
+    weights = "int8" if row.model.endswith("-int8w") else "fp8" if row.precision == "fp8" else "bf16"
     plan = serving.ServePlan(tp=row.tp, concurrency=row.microbatch, compiled_batch=row.global_batch,
                            seq_in=row.seq_in, seq_out=row.seq_out, weights=weights)
     result = serving.serve(name, row.instance, plan)
