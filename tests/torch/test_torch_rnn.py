@@ -72,3 +72,11 @@ def test_packed_sequences_keep_batch_sizes_on_cpu_and_match_cpu():
     assert torch.equal(x_n.grad.cpu(), x.grad)
     pairs = zip(on_neuron.parameters(), on_cpu.parameters(), strict=True)
     assert all(torch.equal(mine.grad.cpu(), reference.grad) for mine, reference in pairs)
+
+
+def test_a_hidden_state_left_on_cpu_is_refused_as_cuda_refuses_it():
+    _, on_neuron = _pair(torch.nn.GRU, dict())
+    with pytest.raises(trnsim.torch.DeviceMismatchError):
+        on_neuron(torch.randn(5, 3, 8).to("neuron"), torch.zeros(1, 3, 16))
+    with torch.inference_mode(), pytest.raises(trnsim.torch.DeviceMismatchError):
+        on_neuron(torch.randn(5, 3, 8).to("neuron"), torch.zeros(1, 3, 16))

@@ -15,7 +15,15 @@ import torch
 from trnsim.errors import UnsupportedError
 from trnsim.torch import fallback, precision, profiler
 from trnsim.torch.device import placement
-from trnsim.torch.tensor import NeuronTensor, device_of, unwrap, unwrap_args, unwrap_kwargs, wrap
+from trnsim.torch.tensor import (
+    NeuronTensor,
+    device_of,
+    is_sequence_lengths,
+    unwrap,
+    unwrap_args,
+    unwrap_kwargs,
+    wrap,
+)
 
 FAMILIES: dict[str, str] = {}
 
@@ -246,9 +254,13 @@ CPU_ARGUMENT_OPS = {"_pack_padded_sequence_backward", "lstm", "gru", "rnn_tanh",
 """Ops whose lengths / batch_sizes argument is a CPU tensor by PyTorch's own rule (packed sequences)."""
 
 
+def _unwrap_lengths_on_cpu(args, func) -> list:
+    return [unwrap(a, func, allow_cpu=is_sequence_lengths(a)) for a in args]
+
+
 def cpu_argument_rule(kernel):
     def rule(func, args, kwargs):
-        uargs = [unwrap(a, func, allow_cpu=True) for a in args]
+        uargs = _unwrap_lengths_on_cpu(args, func)
         return _finish(func, args, kwargs, uargs, kernel(func, uargs, unwrap_kwargs(kwargs, func)))
 
     return rule
@@ -256,7 +268,7 @@ def cpu_argument_rule(kernel):
 
 def packing_rule(func, args, kwargs):
     """`_pack_padded_sequence`: the lengths come from CPU and batch_sizes stays there, as on CUDA."""
-    uargs = [unwrap(a, func, allow_cpu=True) for a in args]
+    uargs = _unwrap_lengths_on_cpu(args, func)
     data, batch_sizes = plain(func, uargs, kwargs)
     return _finish(func, args, kwargs, uargs, data), batch_sizes
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import torch
 
 from trnsim.torch import profiler
-from trnsim.torch.tensor import buffer_of, device_of, wrap
+from trnsim.torch.errors import DeviceMismatchError
+from trnsim.torch.tensor import NeuronTensor, buffer_of, device_of, is_sequence_lengths, wrap
 
 OVERLOADS = ("lstm.input", "lstm.data", "gru.input", "gru.data", "rnn_tanh.input", "rnn_tanh.data",
              "rnn_relu.input", "rnn_relu.data")
@@ -62,8 +63,12 @@ def _rebuild(args, tensors) -> list:
 
 def _on_buffers(op):
     def kernel(*args):
+        tensors = _tensors(args)
+        for tensor in tensors:  # only a packed sequence's batch_sizes may be on CPU, as on CUDA
+            if type(tensor) is not NeuronTensor and not is_sequence_lengths(tensor):
+                raise DeviceMismatchError(op, tensor)
         # CPU's oneDNN path computes differently with gradients on and off: run it as the caller does.
-        return _CpuGraph.apply(op, args, torch.is_grad_enabled(), *_tensors(args))
+        return _CpuGraph.apply(op, args, torch.is_grad_enabled(), *tensors)
     return kernel
 
 

@@ -119,6 +119,11 @@ def unwrap(value, op, allow_cpu: bool = False):
     return value
 
 
+def is_sequence_lengths(value) -> bool:
+    """A 1-D int64 tensor: the lengths / batch_sizes of a packed sequence, which PyTorch keeps on CPU."""
+    return isinstance(value, torch.Tensor) and value.dtype == torch.int64 and value.dim() == 1
+
+
 def unwrap_args(args, op) -> list:
     return [unwrap(a, op) for a in args]
 
