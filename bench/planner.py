@@ -38,23 +38,35 @@ def _loss(table) -> float:
     return sum(found) / len(found) if found else float("inf")
 
 
+FIT_ROUNDS = 6
+"""Rounds of one-constant-at-a-time scans: constants fitted on the same rows settle together."""
+
+
 def fit() -> dict[str, float]:
-    """Each constant in turn, by a log-spaced scan then a finer one around the best."""
+    """Each constant in turn, from 1, by a log-spaced scan then a finer one around the best,
+    repeated so that constants fitted on the same rows settle together."""
     rows = {row.id: row for row in calibration.rows()}
+    for name in calibration.FITTED_ON:
+        _setter(name)(1.0)
     fitted = {}
-    for name, ids in calibration.FITTED_ON.items():
-        table, setter = [rows[i] for i in ids], _setter(name)
-        best = 1.0
-        for span, steps in ((10.0, 61), (1.1, 21)):
-            grid = [best * span ** (2 * i / (steps - 1) - 1) for i in range(steps)]
-            scores = []
-            for value in grid:
-                setter(value)
-                scores.append((_loss(table), value))
-            best = min(scores)[1]
-        setter(best)
-        fitted[name] = round(best, 4)
-    return fitted
+    for _ in range(FIT_ROUNDS):
+        for name, ids in calibration.FITTED_ON.items():
+            fitted[name] = _fit_one(name, [rows[i] for i in ids], fitted.get(name, 1.0))
+    return {name: round(value, 4) for name, value in fitted.items()}
+
+
+def _fit_one(name: str, table, start: float) -> float:
+    """One constant's best value on its rows, the others held where they are."""
+    setter, best = _setter(name), start
+    for span, steps in ((10.0, 61), (1.1, 21)):
+        grid = [best * span ** (2 * i / (steps - 1) - 1) for i in range(steps)]
+        scores = []
+        for value in grid:
+            setter(value)
+            scores.append((_loss(table), value))
+        best = min(scores)[1]
+    setter(best)
+    return best
 
 
 def accuracy() -> dict:

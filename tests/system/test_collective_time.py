@@ -40,10 +40,23 @@ def test_size_based_choice_as_documented(size, expected):
         assert system.collective_time(op, size, 64).algorithm in expected
 
 
+def test_without_rdh_kangaring_takes_its_sizes_and_mesh_runs_only_where_faster():
+    """inf2's 12 chips cannot run RDH: KangaRing takes RDH's sizes, and below the mesh limit mesh
+    runs only where it beats KangaRing (small buffers), never a slower mesh on the long ring."""
+    def time(size, algorithm=None):
+        return system.collective_time("all_reduce", size, 24, instance="inf2.48xlarge", algorithm=algorithm)
+    assert time(2 * MIB).algorithm == "kangaring"
+    assert time(2 * MIB).seconds == time(2 * MIB, "kangaring").seconds
+    assert time(16 << 10).algorithm in {"mesh", "mesh1"}
+    for size in (16 << 10, 512 << 10, 2 * MIB):
+        assert time(size).seconds <= min(time(size, "mesh").seconds, time(size, "kangaring").seconds)
+
+
 def test_time_grows_with_size_and_hierarchy_across_nodes():
     sizes = [2**k for k in range(13, 31)]
     for instance, ranks in (("trn2.48xlarge", 16), ("trn2.48xlarge", 128), ("trn1.32xlarge", 32),
-                            ("Trn2 UltraServer", 256), ("Trn3 Gen2 UltraServer", 144 * 4)):
+                            ("Trn2 UltraServer", 256), ("Trn3 Gen2 UltraServer", 144 * 4),
+                            ("inf2.48xlarge", 24), ("trn2.48xlarge", 12), ("trn2.48xlarge", 4)):
         times = [system.collective_time("all_reduce", s, ranks, instance=instance).seconds for s in sizes]
         assert all(a <= b for a, b in zip(times, times[1:], strict=False)), instance
     two_nodes = system.collective_time("all_reduce", MIB, 128)

@@ -15,11 +15,16 @@ DATA = Path(__file__).with_name("data")
 TRAIN_TIME_FACTOR = {"NeuronCore-v2": 0.7287}
 """Whole-step op time / the sum of the cost library's per-op times (compiler scheduling, fusion,
 host gaps), by NeuronCore generation."""
-PREFILL_TIME_FACTOR = {"NeuronCore-v2": 0.4917, "NeuronCore-v3": 2.1751}
+PREFILL_TIME_FACTOR = {"NeuronCore-v2": 0.6132, "NeuronCore-v3": 2.1751}
 """The same for a prefill pass (one prompt through every layer)."""
-DECODE_TIME_FACTOR = {"NeuronCore-v2": 0.4258}
-"""The same for a decode step (compiled batch, one token each: weight- and KV-read bound); fitted
-on trn1/inf2 rows and H1 (trn2, which takes this factor as its stand-in)."""
+DECODE_TIME_FACTOR = {"NeuronCore-v2": 0.3724}
+"""The same for a decode step's ops (compiled batch, one token each: weight- and KV-read bound);
+fitted on trn1/inf2 rows and H1 (trn2, which takes this factor as its stand-in)."""
+DECODE_COLLECTIVE_FACTOR = {"NeuronCore-v2": 1.496}
+"""A decode step's all-reduces (a few KiB each, latency-bound) / the collective model's time,
+fitted beside DECODE_TIME_FACTOR: a 7B model's step is mostly the latency of its all-reduces and a
+70B model's mostly its weight reads, so rows of both sizes separate the two factors. Prefill and
+training scale their collectives by their ops' factor (their rows cannot separate the two)."""
 STAND_INS = ("NeuronCore-v4", "NeuronCore-v3", "NeuronCore-v2")
 """A generation without fitted rows takes the factor of the nearest older one that has them
 (there are no published trn2 training or trn3 rows to fit on)."""
@@ -28,7 +33,8 @@ FITTED_ON: dict[str, tuple[str, ...]] = {
     "TRAIN_TIME_FACTOR.NeuronCore-v2": ("T1",),
     "PREFILL_TIME_FACTOR.NeuronCore-v2": ("I5t", "X37"),
     "PREFILL_TIME_FACTOR.NeuronCore-v3": ("H2",),
-    "DECODE_TIME_FACTOR.NeuronCore-v2": ("I5", "I16", "H1"),
+    "DECODE_TIME_FACTOR.NeuronCore-v2": ("I5", "I8", "I16", "H1"),
+    "DECODE_COLLECTIVE_FACTOR.NeuronCore-v2": ("I5", "I8", "I16", "H1"),
 }
 """Rows of calibration.csv each constant was fitted on; every other row is held out."""
 

@@ -102,10 +102,11 @@ def memory_of(mdl: Model, mach: Machine, plan: ServePlan) -> dict[str, float]:
 
 
 def _pass_seconds(mdl: Model, mach: Machine, plan: ServePlan, batch: int, q_len: int, kv_len: int,
-                  factor: float) -> float:
+                  factor: float, collective_factor: float) -> float:
     """One forward pass through every layer: ops, the two all-reduces per layer, and the head for
-    the last token of each sequence, times the fitted `factor` of the phase (it scales the whole
-    pass: the runtime overlaps collectives with compute, which the sum does not know)."""
+    the last token of each sequence, the ops times the fitted `factor` of the phase and the
+    all-reduces times its `collective_factor` (the runtime overlaps and fuses what the sum of
+    separately costed ops does not know)."""
     precision = "fp8" if plan.weights == "fp8" else "bf16"
     share = mdl.moe_layers / mdl.layers
     layers = 0.0
@@ -115,15 +116,16 @@ def _pass_seconds(mdl: Model, mach: Machine, plan: ServePlan, batch: int, q_len:
             layers += weight * ops_seconds(mach, ops, precision)
     reduce = collective_seconds(mach, "all_reduce", batch * q_len * mdl.hidden * 2, plan.tp, 1)
     head = ops_seconds(mach, head_ops(mdl, batch, batch, plan.tp), precision)
-    return (mdl.layers * (layers + 2 * reduce) + head) * factor
+    return (mdl.layers * layers + head) * factor + mdl.layers * 2 * reduce * collective_factor
 
 
 def evaluate(mdl: Model, mach: Machine, plan: ServePlan, price: float | None = None) -> ServeResult:
     prefill = calibration.factor(calibration.PREFILL_TIME_FACTOR, mach)
-    ttft = _pass_seconds(mdl, mach, plan, 1, plan.seq_in, plan.seq_in, prefill)
+    ttft = _pass_seconds(mdl, mach, plan, 1, plan.seq_in, plan.seq_in, prefill, prefill)
     context = plan.seq_in + plan.seq_out // 2
     decode = calibration.factor(calibration.DECODE_TIME_FACTOR, mach)
-    tpot = _pass_seconds(mdl, mach, plan, plan.compiled_batch, 1, context, decode)
+    decode_collectives = calibration.factor(calibration.DECODE_COLLECTIVE_FACTOR, mach)
+    tpot = _pass_seconds(mdl, mach, plan, plan.compiled_batch, 1, context, decode, decode_collectives)
     round_s = plan.concurrency * ttft + plan.seq_out * tpot
     cost = mach.price(price)
     return ServeResult(mdl.name, mach.name, plan, memory_of(mdl, mach, plan), mach.hbm_per_rank, ttft, tpot,

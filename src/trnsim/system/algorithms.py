@@ -65,17 +65,19 @@ def node_algorithms(op: str, group: ChipGroup) -> tuple[str, ...]:
 
 
 def size_choice(allowed: tuple[str, ...], size: float, model: CollectiveModelSpec) -> tuple[str, ...]:
-    """The algorithms the runtime picks from by buffer size: mesh (or single-step mesh) below
-    `rdh_min_bytes`, the faster of mesh and RDH up to `mesh_max_bytes` (where the documented and
-    the measured switch points differ), RDH up to `rdh_max_bytes`, then KangaRing, with ring when
-    KangaRing cannot run ([S16])."""
+    """The algorithms the runtime picks from by buffer size ([S16]): mesh (or single-step mesh)
+    for small buffers, RDH up to `rdh_max_bytes`, then KangaRing, with ring when KangaRing cannot
+    run; RDH needs a power-of-two chip count, so without it KangaRing (or ring) takes its sizes.
+    Below `mesh_max_bytes` the faster of mesh and that larger-buffer choice runs: mesh wins on
+    well-connected chips up to the documented 1 MB and, in the measured table, up to 2 MiB; on a
+    long ring (inf2's 12 chips) it loses earlier."""
+    larger = [name for name in ("kangaring", "ring") if name in allowed][:1]
+    if "rdh" in allowed and size <= model.rdh_max_bytes:
+        larger = ["rdh"]
+    larger = larger or list(allowed)
     if size < model.mesh_max_bytes:
-        names = ("mesh", "mesh1") if size < model.rdh_min_bytes else ("mesh", "mesh1", "rdh")
-        return tuple(name for name in allowed if name in names) or allowed
-    for name in (("rdh",) if size <= model.rdh_max_bytes else ()) + ("kangaring", "ring"):
-        if name in allowed:
-            return (name,)
-    return allowed
+        return tuple(name for name in allowed if name in ("mesh", "mesh1")) + tuple(larger)
+    return tuple(larger)
 
 
 def node_stage(op: str, size: float, group: ChipGroup, spec: FabricSpec, lnc: int,
