@@ -86,9 +86,8 @@ def _contiguous(regions: tuple[Region, ...]) -> bool:
 
 
 def _engine_seconds(core: CoreSpec, engine: Engine, cycles: float) -> float:
-    """Cycles on `engine` plus the fixed SBUF/PSUM access overhead, in seconds."""
-    clock_hz = core.engines[engine.value].clock_hz
-    return (cycles + core.costs.access_overhead_cycles) / clock_hz
+    """Cycles on `engine`, in seconds (the SBUF/PSUM access overhead is `issue_latency_s`)."""
+    return cycles / core.engines[engine.value].clock_hz
 
 
 def table_seconds(ins: Instruction, core: CoreSpec, entry: str, speedup: float = 1.0) -> float:
@@ -164,6 +163,12 @@ def _tensor_tensor_seconds(ins: Instruction, core: CoreSpec) -> float:
                  and str(ins.param("op", "")) in _ONE_PASS_OPS)
     entry = "tensor_tensor_one_pass" if from_psum or bf16_fast else "tensor_tensor"
     return table_seconds(ins, core, entry, mode_speedup(ins, core))
+
+
+def psum_operand_seconds(ins: Instruction, core: CoreSpec) -> float:
+    """A tensor_tensor reading a partition broadcast: the compiler runs the broadcast on the
+    Tensor Engine, which writes PSUM, so the operand streams from PSUM and takes one pass."""
+    return table_seconds(ins, core, "tensor_tensor_one_pass", mode_speedup(ins, core))
 
 
 @COST.register(Opcode.TENSOR_REDUCE)
@@ -276,9 +281,20 @@ def _dma_seconds(ins: Instruction, core: CoreSpec) -> float:
 
 def issue_latency_s(ins: Instruction, core: CoreSpec) -> float:
     """Time between an instruction being able to go and its data moving: a DMA's descriptor and
-    semaphore cost. It overlaps the transfer ahead of it on the queue, so a stream of DMAs pays
-    it once, while a DMA that waits for data pays it each time."""
-    return core.dma_fixed_latency_s if ins.opcode in DMA_OPCODES else 0.0
+    semaphore cost, or a compute instruction's SBUF/PSUM access overhead. It overlaps the
+    instruction ahead of it on the same queue or engine ("compute engines can typically hide
+    some of this latency through instruction level parallelism" [S9]), so a stream pays it once,
+    while an instruction that waits for data pays it each time."""
+    if ins.opcode in DMA_OPCODES:
+        return core.dma_fixed_latency_s
+    if ins.engine in _ACCESSING and ins.opcode not in _NO_ACCESS:
+        return core.costs.access_overhead_cycles / core.engines[ins.engine.value].clock_hz
+    return 0.0
+
+
+_ACCESSING = frozenset({Engine.TENSOR, Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD})
+_NO_ACCESS = frozenset({Opcode.REGISTER_MOVE, Opcode.REGISTER_LOAD, Opcode.REGISTER_STORE,
+                        Opcode.CORE_BARRIER, Opcode.COLLECTIVE})
 
 
 @COST.register(Opcode.CORE_BARRIER)

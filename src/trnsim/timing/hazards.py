@@ -90,8 +90,10 @@ class _Boxes:
         """Record a use of `box`; a read keeps the later end of two reads of the same box."""
         items = self.items
         if not items:
-            items.append([box[0], box, end_s, index])
-            if self.exact is not None:  # indexed once, then emptied: bisection needs starts
+            item = [box[0], box, end_s, index]
+            items.append(item)
+            if self.exact is not None:  # indexed once, then emptied: keep the index whole
+                self.exact[box] = item
                 self.starts = [box[0]]
                 self.longest = max(self.longest, box[1] - box[0])
             return

@@ -22,7 +22,13 @@ from trnsim.core.runtime import current as current_runtime
 from trnsim.core.trace import Instruction, Trace
 from trnsim.errors import ConfigError
 from trnsim.hardware.specs import CoreSpec
-from trnsim.timing.costs import broadcast_seconds, core_spec, instruction_seconds, issue_latency_s
+from trnsim.timing.costs import (
+    broadcast_seconds,
+    core_spec,
+    instruction_seconds,
+    issue_latency_s,
+    psum_operand_seconds,
+)
 from trnsim.timing.hazards import HazardTracker
 
 
@@ -183,7 +189,8 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
     dma, free, last = Engine.DMA, lanes.free_s, lanes.last
     engine_lanes: dict[tuple[Engine, int], int] = {}
     operands, record = hazards.operands, hazards.record
-    copy = Opcode.TENSOR_COPY
+    copy, tensor_tensor = Opcode.TENSOR_COPY, Opcode.TENSOR_TENSOR
+    broadcasts: set[int] = set()  # allocations a TensorE partition broadcast wrote (in PSUM)
     for index, ins in enumerate(trace):
         shapes, accesses, ready, blocker = operands(ins)
         kind = (ins.opcode, ins.engine, shapes)
@@ -193,13 +200,26 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
                 params, latency, seconds = costs.lookup(ins, kind)
         except (KeyError, ValueError):  # a new kind, or parameters (arrays) that cannot compare
             params, latency, seconds = costs.lookup(ins, kind)
-        ready += latency  # a DMA's descriptor and semaphore: data moves only after them
+        data_ready = ready
+        ready += latency  # a DMA's descriptor and semaphore, an engine's access: data moves after them
         engine = ins.engine
         if ins.opcode is copy and _is_partition_broadcast(ins, accesses):
             engine, seconds = Engine.TENSOR, broadcast_seconds(ins, core)
+            broadcasts.add(ins.outputs[0].buffer)
+        elif broadcasts:
+            if ins.opcode is tensor_tensor and any(r.buffer in broadcasts for r in ins.inputs):
+                seconds = psum_operand_seconds(ins, core)
+            broadcasts.difference_update(r.buffer for r in ins.outputs)
         if engine is dma:  # a collective runs on the collective cores' stream, beside the queues
-            collective = ins.opcode is Opcode.COLLECTIVE
-            lane = lanes.lane(dma, ins.core, "_cc") if collective else lanes.dma(ins, ready)
+            if ins.opcode is Opcode.COLLECTIVE:
+                lane = lanes.lane(dma, ins.core, "_cc")
+            elif ins.params.get("spill"):
+                # The compiler's spill queue, served by every DMA engine of the core (a
+                # published profile reloads a spilled 4 MiB tile in about 17 us, the core's
+                # whole rate); its share of the engines' bandwidth is not taken from the others.
+                lane, seconds = lanes.lane(dma, ins.core, "_spill"), seconds / lanes.queues
+            else:
+                lane = lanes.dma(ins, ready)
         else:
             lane = engine_lanes.get((engine, ins.core))
             if lane is None:
@@ -207,9 +227,14 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
         start = free[lane]
         if ready >= start and (blocker >= 0 or latency):
             # Waiting on another instruction costs a semaphore (a DMA's is in its latency),
-            # except inside a matmul accumulation group, which the PE array pipelines in place.
-            pipelined = latency or (ins.opcode in MATMUL and trace[blocker].opcode in MATMUL)
-            start = ready if pipelined else ready + sync_s.get(engine, 0.0)
+            # except inside a matmul accumulation group, which the PE array pipelines in place
+            # (its operands' access overlaps the matmul ahead).
+            if engine is dma or blocker < 0:
+                start = ready
+            elif ins.opcode in MATMUL and trace[blocker].opcode in MATMUL:
+                start = max(start, data_ready)
+            else:
+                start = ready + sync_s.get(engine, 0.0)
             waited_on[index] = blocker
         else:
             waited_on[index] = last[lane]
