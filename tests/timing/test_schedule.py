@@ -254,22 +254,24 @@ def test_a_partition_broadcast_copy_runs_on_the_tensor_engine():
     assert [timeline.lanes[lane] for lane in timeline.lane[2:].tolist()] == ["tensor", "vector"]
 
 
-def test_a_tensor_tensor_reading_a_broadcast_streams_it_from_psum_in_one_pass():
-    """TensorE writes PSUM, so the broadcast's consumer takes tensor_tensor's one-pass cost (N
-    cycles) where the same instruction on two SBUF tiles takes two passes (2N)."""
-    row = region(SBUF, 512, partitions=1, dtype="float32", buffer=11)
-    spread = region(SBUF, 512, dtype="float32", buffer=11)  # the broadcast view of `row`
-    bcast, other = region(SBUF, 512, dtype="float32", buffer=12), region(SBUF, 512, dtype="float32")
+@pytest.mark.parametrize("free, passes", [(512, 1), (1024, 2)])
+def test_a_tensor_tensor_reading_a_broadcast_streams_it_from_psum_when_it_fits_a_bank(free, passes):
+    """TensorE writes PSUM, so the consumer of a broadcast that fits one PSUM bank (512 fp32)
+    takes tensor_tensor's one-pass cost (N cycles); a wider one is no PSUM tile, goes to SBUF,
+    and the consumer takes two passes (2N) like any two SBUF operands."""
+    row = region(SBUF, free, partitions=1, dtype="float32", buffer=11)
+    spread = region(SBUF, free, dtype="float32", buffer=11)  # the broadcast view of `row`
+    bcast, other = region(SBUF, free, dtype="float32", buffer=12), region(SBUF, free, dtype="float32")
     def multiply(a, b):
-        return instr(Opcode.TENSOR_TENSOR, Engine.VECTOR, [region(SBUF, 512, dtype="float32")], [a, b],
+        return instr(Opcode.TENSOR_TENSOR, Engine.VECTOR, [region(SBUF, free, dtype="float32")], [a, b],
                      op="multiply")
-    trace = Trace("trn1", [load(row, region(HBM, 512, partitions=1, dtype="float32")),
+    trace = Trace("trn1", [load(row, region(HBM, free, partitions=1, dtype="float32")),
                            _copy(bcast, spread), multiply(other, bcast), multiply(other, other)])
     timeline = schedule(trace, "trn1")
     assert timeline.lanes[timeline.lane[1]] == "tensor"
-    one_pass, two_pass = timeline.duration_s[2], timeline.duration_s[3]
-    assert two_pass == pytest.approx(instruction_seconds(trace[3], "trn1"))
-    assert one_pass == pytest.approx(two_pass / 2)
+    after_broadcast, two_sbuf = timeline.duration_s[2], timeline.duration_s[3]
+    assert two_sbuf == pytest.approx(instruction_seconds(trace[3], "trn1"))
+    assert after_broadcast == pytest.approx(two_sbuf * passes / 2)
 
 
 def test_a_spill_runs_on_the_spill_queue_at_the_whole_core_dma_rate():

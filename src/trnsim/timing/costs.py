@@ -165,9 +165,15 @@ def _tensor_tensor_seconds(ins: Instruction, core: CoreSpec) -> float:
     return table_seconds(ins, core, entry, mode_speedup(ins, core))
 
 
+def fits_psum_bank(region: Region, core: CoreSpec) -> bool:
+    """Whether a TensorE result stays in PSUM: a PSUM tile holds at most one bank per partition
+    (`tile_size.psum_fmax`), so a wider broadcast goes on to SBUF."""
+    return region.elements_per_partition * region.dtype_bytes <= core.psum_bank_bytes
+
+
 def psum_operand_seconds(ins: Instruction, core: CoreSpec) -> float:
-    """A tensor_tensor reading a partition broadcast: the compiler runs the broadcast on the
-    Tensor Engine, which writes PSUM, so the operand streams from PSUM and takes one pass."""
+    """A tensor_tensor reading a partition broadcast the compiler ran on the Tensor Engine, whose
+    result (one PSUM bank at most) stays in PSUM: the operand streams from PSUM, one pass."""
     return table_seconds(ins, core, "tensor_tensor_one_pass", mode_speedup(ins, core))
 
 

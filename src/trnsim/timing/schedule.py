@@ -25,6 +25,7 @@ from trnsim.hardware.specs import CoreSpec
 from trnsim.timing.costs import (
     broadcast_seconds,
     core_spec,
+    fits_psum_bank,
     instruction_seconds,
     issue_latency_s,
     psum_operand_seconds,
@@ -190,7 +191,7 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
     engine_lanes: dict[tuple[Engine, int], int] = {}
     operands, record = hazards.operands, hazards.record
     copy, tensor_tensor = Opcode.TENSOR_COPY, Opcode.TENSOR_TENSOR
-    broadcasts: set[int] = set()  # allocations a TensorE partition broadcast wrote (in PSUM)
+    broadcasts: set[int] = set()  # allocations a TensorE partition broadcast left in PSUM
     for index, ins in enumerate(trace):
         shapes, accesses, ready, blocker = operands(ins)
         kind = (ins.opcode, ins.engine, shapes)
@@ -205,7 +206,8 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
         engine = ins.engine
         if ins.opcode is copy and _is_partition_broadcast(ins, accesses):
             engine, seconds = Engine.TENSOR, broadcast_seconds(ins, core)
-            broadcasts.add(ins.outputs[0].buffer)
+            if fits_psum_bank(ins.outputs[0], core):  # else it is too wide for a PSUM tile: SBUF
+                broadcasts.add(ins.outputs[0].buffer)
         elif broadcasts:
             if ins.opcode is tensor_tensor and any(r.buffer in broadcasts for r in ins.inputs):
                 seconds = psum_operand_seconds(ins, core)
