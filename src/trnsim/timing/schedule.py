@@ -2,10 +2,12 @@
 
 Each engine runs its own instructions in program order. An instruction starts when its engine
 (or DMA queue) is free and every instruction it depends on has finished: read-after-write,
-write-after-read and write-after-write on overlapping bytes of the same allocation. A DMA goes to
-the queue the kernel named, else to the queue that frees first. An instruction that had to wait
-for data also pays the static semaphore overhead of its engine. Costs come from `timing.costs`, so
-the same trace can be timed for any generation without re-running the kernel.
+write-after-read and write-after-write on overlapping bytes of the same allocation, plus its
+issue latency (a DMA's descriptor, an engine's SBUF/PSUM access), which the instruction ahead on
+the same lane hides. A DMA goes to the queue the kernel named, else to the queue that frees first;
+a compiler spill to the core's spill queue. An instruction that had to wait for data also pays
+the static semaphore overhead of its engine. Costs come from `timing.costs`, so the same trace can
+be timed for any generation without re-running the kernel.
 
     >>> timeline = schedule(trace, "trn2")
     >>> timeline.latency_s
