@@ -146,16 +146,42 @@ def test_factories_match_cpu_from_the_same_seed(make):
         assert got == expected
 
 
-def test_load_with_map_location_neuron_is_refused_with_the_way_out():
+@pytest.mark.parametrize("location", ["neuron", "neuron:0", torch.device("neuron")])
+def test_load_with_map_location_neuron_puts_every_tensor_on_neuron(location):
+    """As on CUDA: the state dict comes back on the device, bit for bit, keeping its metadata."""
+    torch.manual_seed(0)
+    source = nn.Linear(3, 2)
+    buffer = io.BytesIO()
+    torch.save({"model": source.state_dict(), "step": 7, "both": [source.weight, source.weight]}, buffer)
+    buffer.seek(0)
+    loaded = torch.load(buffer, map_location=location, weights_only=True)
+    state = loaded["model"]
+    assert hasattr(state, "_metadata") and loaded["step"] == 7
+    assert all(isinstance(t, NeuronTensor) and not t.requires_grad for t in state.values())
+    assert torch.equal(state["weight"].cpu(), source.weight.detach())
+    assert loaded["both"][0] is loaded["both"][1]  # one tensor object stays one tensor
+    model = nn.Linear(3, 2).to("neuron")
+    model.load_state_dict(state)
+    assert torch.equal(model.bias.cpu(), source.bias.detach())
+
+
+def test_load_of_a_whole_module_onto_neuron_and_cpu_loads_unchanged():
+    module = nn.Linear(3, 2)
+    buffer = io.BytesIO()
+    torch.save(module, buffer)
+    buffer.seek(0)
+    moved = torch.load(buffer, map_location="neuron", weights_only=False)
+    assert moved.weight.device.type == "neuron" and isinstance(moved.weight, nn.Parameter)
+    buffer.seek(0)
+    assert torch.load(buffer, map_location="cpu", weights_only=False).weight.device.type == "cpu"
+
+
+def test_load_with_a_dict_map_location_to_neuron_is_refused_with_the_way_out():
     buffer = io.BytesIO()
     torch.save(nn.Linear(3, 2).state_dict(), buffer)
     buffer.seek(0)
-    with pytest.raises(UnsupportedError, match="map_location='cpu'"):
-        torch.load(buffer, map_location="neuron", weights_only=True)
-    buffer.seek(0)
-    model = nn.Linear(3, 2).to("neuron")
-    model.load_state_dict(torch.load(buffer, map_location="cpu", weights_only=True))
-    assert model.weight.device.type == "neuron"
+    with pytest.raises(UnsupportedError, match="map_location='neuron'"):
+        torch.load(buffer, map_location={"cpu": "neuron"}, weights_only=True)
 
 
 def test_device_context_and_checkpointing_with_rng_state():

@@ -17,7 +17,7 @@ import types
 import torch
 
 from trnsim.errors import UnsupportedError
-from trnsim.torch import attention, autocast, precision, rnn, tensor
+from trnsim.torch import attention, autocast, loading, precision, rnn, tensor
 from trnsim.torch.tensor import CPU, NeuronTensor, device_of, unwrap, unwrap_args, unwrap_kwargs, wrap
 
 NAME = "neuron"
@@ -96,11 +96,14 @@ class _DeviceContext(contextlib.AbstractContextManager):
 
 def _storage_index(location, optional: bool = False) -> int:
     """torch.load asks this before it builds storages on neuron, which cannot exist (a Python
-    backend has no allocator); refuse with the way out instead of crashing in C++."""
-    raise UnsupportedError(f"torch.load(map_location={str(location)!r}) needs storages on the neuron "
-                           "device, which trnsim cannot allocate", what="map_location=neuron",
-                           hint="load with map_location='cpu', then move with .to('neuron') or "
-                                "load_state_dict into a model already on neuron")
+    backend has no allocator). A string or torch.device `map_location` never gets here
+    (loading.py moves the tensors after a CPU load); a dict or callable one is refused with the
+    way out instead of crashing in C++."""
+    raise UnsupportedError(f"torch.load with a map_location that maps storages to {str(location)!r} "
+                           "needs storages on the neuron device, which trnsim cannot allocate",
+                           what="map_location=neuron",
+                           hint="pass map_location='neuron' (a string or torch.device), or load with "
+                                "map_location='cpu' and move with .to('neuron') or load_state_dict")
 
 
 def _manual_seed(seed: int) -> None:
@@ -254,6 +257,7 @@ def register() -> list:
     kernels.impl("_pin_memory", _pin_memory, "CPU")
     attention.register(kernels)
     rnn.register(kernels)
+    loading.install()
     # Autocast: every op falls through unless trnsim.torch.autocast gives it a casting kernel.
     autocast_fallthrough = torch.library.Library("_", "IMPL")
     autocast_fallthrough.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
