@@ -99,3 +99,20 @@ def test_backend_config_maps_devices_and_plugins_are_listed():
     assert "NEURON" in dist.Backend._plugins
     composite = torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutograd)
     assert torch.equal(torch.ops.aten.clone.default.redispatch(composite, torch.ones(2)), torch.ones(2))
+
+
+def test_inductor_entry_point_per_graph_compiler_and_aot_cache_switch():
+    """torch/inductor.py wraps the object torch.compile calls, passes compile_fx an
+    inner_compile, turns AOTAutograd's cache off, and wraps a CompiledFxGraph's callable."""
+    import dataclasses
+    import inspect
+
+    from torch._functorch import config as functorch_config
+    from torch._inductor import compile_fx
+    from torch._inductor.output_code import CompiledFxGraph
+
+    assert callable(torch._TorchCompileInductorWrapper.__call__)
+    assert "inner_compile" in inspect.signature(compile_fx.compile_fx).parameters
+    assert callable(compile_fx.compile_fx_inner)
+    assert hasattr(functorch_config, "enable_autograd_cache")
+    assert "current_callable" in {field.name for field in dataclasses.fields(CompiledFxGraph)}

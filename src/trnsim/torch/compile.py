@@ -54,7 +54,7 @@ def _value(arg):
     return arg
 
 
-def _signature(node: fx.Node) -> tuple[str, tuple, tuple]:
+def signature_of(node: fx.Node) -> tuple[str, tuple, tuple]:
     """The op and the (shape, dtype) of its tensor inputs and outputs, at the traced sizes."""
     inputs = profiler.signature([_value(a) for a in node.args])
     return str(node.target), inputs, profiler.output_signature(_example(node.meta.get("val")))
@@ -67,7 +67,7 @@ class LoweredGraph(fx.Interpreter):
         super().__init__(gm)
         calls = [n for n in gm.graph.nodes
                  if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)]
-        self.signatures = [_signature(n) for n in calls]
+        self.signatures = [signature_of(n) for n in calls]
         self._kernels = {n.target: ops.kernel_for(n.target) for n in calls}
         self.active: profiler.Profile | None = None
 

@@ -198,6 +198,11 @@ class Profile:
         key = (str(func), signature(args), output_signature(out))
         if collectives.is_collective(func):
             key += (collectives.group_of(args),)
+        self.record_key(key)
+
+    def record_key(self, key: tuple) -> None:
+        """Note one op by its (op, input signature, output signature) key: a compiled graph's
+        nodes, whose buffers this process never sees (torch/inductor.py)."""
         self.counts[key] += 1
         self.sequence.append(key)
 
