@@ -9,8 +9,11 @@ from torch import nn
 
 import trnsim.torch
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
-                                reason="inductor's CPU backend needs a C++ compiler")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                       reason="inductor's CPU backend needs a C++ compiler"),
+    pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"),
+]
 
 
 def _model():
