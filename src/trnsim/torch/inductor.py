@@ -39,8 +39,10 @@ def install() -> None:
 
 @contextlib.contextmanager
 def _profiled_compilation():
-    """During one compilation: inductor's `compile_fx` passes `_profiled` as its per-graph
-    compiler (forward and, later, backward), and AOTAutograd's cache is off."""
+    """During one compilation: inductor's `compile_fx` gets a per-graph compiler (used for the
+    forward now and the backward later) that wraps each compiled graph's callable, and
+    AOTAutograd's cache is off. A compiled graph without a callable yet (inductor output types
+    other than CompiledFxGraph) is left unwrapped, and so uncharged."""
     from torch._functorch import config as functorch_config
     from torch._inductor import compile_fx as module
 
