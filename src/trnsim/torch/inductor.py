@@ -13,11 +13,16 @@ is off for these compilations. Graphs compiled from CPU tensors are left exactly
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 import torch
 
 from trnsim.torch import profiler
 from trnsim.torch.tensor import NeuronTensor
+
+
+class ProfileWarning(UserWarning):
+    """Work on neuron that trnsim.torch.profile cannot see."""
 
 
 def install() -> None:
@@ -42,7 +47,7 @@ def _profiled_compilation():
     """During one compilation: inductor's `compile_fx` gets a per-graph compiler (used for the
     forward now and the backward later) that wraps each compiled graph's callable, and
     AOTAutograd's cache is off. A compiled graph without a callable yet (inductor output types
-    other than CompiledFxGraph) is left unwrapped, and so uncharged."""
+    other than CompiledFxGraph) cannot be wrapped: that is said with a ProfileWarning."""
     from torch._functorch import config as functorch_config
     from torch._inductor import compile_fx as module
 
@@ -52,7 +57,10 @@ def _profiled_compilation():
         keys = _keys(gm)
         compiled = compile_inner(gm, example_inputs, **kwargs)
         run = getattr(compiled, "current_callable", None)
-        if run is not None:
+        if run is None:
+            warnings.warn(f"inductor compiled a graph as {type(compiled).__name__}, which trnsim cannot "
+                          "wrap: trnsim.torch.profile will not see its ops", ProfileWarning, stacklevel=2)
+        else:
             compiled.current_callable = _charging(run, keys)
         return compiled
 
