@@ -30,6 +30,7 @@ from trnsim.torch.errors import DeviceMismatchError
 from trnsim.torch.fallback import FallbackWarning
 from trnsim.torch.fallback import counts as fallback_counts
 from trnsim.torch.fallback import reset as reset_fallback_counts
+from trnsim.torch.inductor import ProfileWarning
 from trnsim.torch.nki_bridge import nki_call
 from trnsim.torch.profiler import Profile, Report, profile
 from trnsim.torch.tensor import NeuronTensor, buffer_of, to_neuron
@@ -39,6 +40,7 @@ __all__ = [
     "FallbackWarning",
     "NeuronTensor",
     "Profile",
+    "ProfileWarning",
     "Report",
     "buffer_of",
     "fallback_counts",
