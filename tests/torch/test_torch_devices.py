@@ -73,3 +73,19 @@ def test_memory_statistics_count_live_buffers_against_the_cores_hbm_share(monkey
     assert free == total - torch.neuron.memory_allocated()
     del x, view
     assert torch.neuron.memory_allocated() == before
+
+
+def test_torch_accelerator_memory_calls_answer_for_neuron_and_refuse_what_is_not_kept():
+    """PyTorch's own path stops in an INTERNAL ASSERT (no C++ allocator): trnsim answers."""
+    assert torch.accelerator.current_accelerator().type == "neuron"
+    x = torch.ones(64, 1024, device="neuron")
+    assert torch.accelerator.memory_allocated() == torch.neuron.memory_allocated() > 0
+    assert torch.accelerator.memory_reserved() == torch.neuron.memory_allocated()
+    assert torch.accelerator.get_memory_info(0) == torch.neuron.mem_get_info(0)
+    torch.accelerator.synchronize()
+    torch.accelerator.empty_cache()
+    with pytest.raises(UnsupportedError, match="memory_allocated"):
+        torch.accelerator.max_memory_allocated()
+    with pytest.raises(UnsupportedError, match="no peaks"):
+        torch.accelerator.reset_peak_memory_stats()
+    del x

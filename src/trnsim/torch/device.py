@@ -17,7 +17,7 @@ import types
 import torch
 
 from trnsim.errors import UnsupportedError
-from trnsim.torch import attention, autocast, inductor, loading, precision, rnn, tensor
+from trnsim.torch import accelerator, attention, autocast, inductor, loading, precision, rnn, tensor
 from trnsim.torch.tensor import CPU, NeuronTensor, device_of, unwrap, unwrap_args, unwrap_kwargs, wrap
 
 NAME = "neuron"
@@ -259,6 +259,7 @@ def register() -> list:
     rnn.register(kernels)
     loading.install()
     inductor.install()
+    accelerator.install()
     # Autocast: every op falls through unless trnsim.torch.autocast gives it a casting kernel.
     autocast_fallthrough = torch.library.Library("_", "IMPL")
     autocast_fallthrough.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")

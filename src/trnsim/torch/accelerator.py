@@ -1,0 +1,84 @@
+"""`torch.accelerator`'s memory and synchronisation calls when the current accelerator is neuron.
+
+PyTorch answers them from a C++ caching allocator and stream API, which a device written in
+Python does not have: every one of them stops in an INTERNAL ASSERT. They are answered here
+instead, from the same figures as `torch.neuron`: memory in use is what the live neuron tensors
+hold (there is no cache, so reserved equals allocated and emptying it frees nothing), the total
+is the device's share of the emulated chip's HBM, and there is nothing to wait for. Peaks and
+accumulated statistics are refused: memory is counted when asked, not per allocation, so there
+is no history to report. With another current accelerator every call goes to PyTorch unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+
+import torch
+
+from trnsim.errors import UnsupportedError
+
+NAME = "neuron"
+
+
+def _allocated(device_index=None, /) -> int:
+    from trnsim.torch import device
+
+    return device.memory_allocated(device_index)
+
+
+def _memory_info(device_index=None, /) -> tuple[int, int]:
+    from trnsim.torch import device
+
+    return device.mem_get_info(device_index)
+
+
+def _nothing(*_args, **_kwargs) -> None:
+    """Every op has finished when it returns, and no memory is cached."""
+
+
+def _refused(name: str):
+    def refuse(*_args, **_kwargs):
+        raise UnsupportedError(f"torch.accelerator.{name} on neuron: trnsim counts device memory when "
+                               "asked, not at every allocation, so it keeps no peaks or totals",
+                               what=f"torch.accelerator.{name}",
+                               hint="torch.accelerator.memory_allocated() (or torch.neuron."
+                                    "memory_allocated()) gives the memory in use now")
+    return refuse
+
+
+ANSWERS = {
+    "memory_allocated": _allocated,
+    "memory_reserved": _allocated,
+    "get_memory_info": _memory_info,
+    "empty_cache": _nothing,
+    "synchronize": _nothing,
+    **{name: _refused(name) for name in ("memory_stats", "max_memory_allocated", "max_memory_reserved",
+                                         "reset_peak_memory_stats", "reset_accumulated_memory_stats")},
+}
+"""torch.accelerator function -> its answer for the neuron device."""
+
+
+def install() -> None:
+    """Route each function of ANSWERS, in `torch.accelerator` and the submodule defining it."""
+    for name, answer in ANSWERS.items():
+        original = getattr(torch.accelerator, name)
+        if getattr(original, "_trnsim_original", None) is not None:
+            continue
+        routed = _routed(original, answer)
+        setattr(torch.accelerator, name, routed)
+        home = importlib.import_module(original.__module__)
+        if getattr(home, name, None) is original:
+            setattr(home, name, routed)
+
+
+def _routed(original, answer):
+    @functools.wraps(original)
+    def call(*args, **kwargs):
+        accelerator = torch.accelerator.current_accelerator()
+        if accelerator is None or accelerator.type != NAME:
+            return original(*args, **kwargs)
+        return answer(*args, **kwargs)
+
+    call._trnsim_original = original
+    return call
