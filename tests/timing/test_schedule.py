@@ -276,7 +276,8 @@ def test_a_tensor_tensor_reading_a_broadcast_streams_it_from_psum_when_it_fits_a
 
 def test_a_spill_runs_on_the_spill_queue_at_the_whole_core_dma_rate():
     """A compiler spill is served by every DMA engine (a published profile reloads a spilled
-    4 MiB tile in about 17 us); a kernel DMA holds one queue at one engine's rate."""
+    4 MiB tile in about 17 us: aws-neuron-sdk nki/img/mamba_v2_8K_seqlen_zoomed.png); a kernel DMA
+    holds one queue at one engine's rate."""
     core = hardware.core("trn1")
     tile = region(SBUF, 8192, dtype="float32")
     spill = load(region(HBM, 8192, dtype="float32"), tile, spill="store")

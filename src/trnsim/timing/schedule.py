@@ -218,9 +218,11 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
             if ins.opcode is Opcode.COLLECTIVE:
                 lane = lanes.lane(dma, ins.core, "_cc")
             elif ins.params.get("spill"):
-                # The compiler's spill queue, served by every DMA engine of the core (a
-                # published profile reloads a spilled 4 MiB tile in about 17 us, the core's
-                # whole rate); its share of the engines' bandwidth is not taken from the others.
+                # The compiler's spill queue, served by every DMA engine of the core (the
+                # published mamba_v2 profile at seq 8192 reloads a spilled 4 MiB tile in about
+                # 17 us, the core's whole rate: aws-neuron-sdk nki/img/mamba_v2_8K_seqlen_zoomed.png,
+                # nki/guides/tutorials/fused_mamba.rst); its share of the engines' bandwidth is
+                # not taken from the others.
                 lane, seconds = lanes.lane(dma, ins.core, "_spill"), seconds / lanes.queues
             else:
                 lane = lanes.dma(ins, ready)

@@ -17,8 +17,7 @@ import importlib
 import torch
 
 from trnsim.errors import UnsupportedError
-
-NAME = "neuron"
+from trnsim.torch.tensor import NAME
 
 
 def _allocated(device_index=None, /) -> int:

@@ -18,9 +18,7 @@ import torch
 
 from trnsim.errors import UnsupportedError
 from trnsim.torch import accelerator, attention, autocast, inductor, loading, precision, rnn, tensor
-from trnsim.torch.tensor import CPU, NeuronTensor, device_of, unwrap, unwrap_args, unwrap_kwargs, wrap
-
-NAME = "neuron"
+from trnsim.torch.tensor import CPU, NAME, NeuronTensor, device_of, unwrap, unwrap_args, unwrap_kwargs, wrap
 
 
 class Stream(torch.Stream):

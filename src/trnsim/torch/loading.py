@@ -16,7 +16,7 @@ import functools
 
 import torch
 
-NAME = "neuron"
+from trnsim.torch.tensor import NAME
 
 
 def install() -> None:

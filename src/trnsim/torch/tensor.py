@@ -11,6 +11,8 @@ import torch
 
 from trnsim.torch.errors import DeviceMismatchError
 
+NAME = "neuron"
+"""The device's name: PrivateUse1 renamed."""
 DEVICE = torch.device("privateuseone", 0)  # prints as neuron:0 once the backend is renamed
 CPU = torch.device("cpu")
 # The process's current device (`torch.neuron.set_device`): where factories without an index and
