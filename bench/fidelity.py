@@ -11,7 +11,7 @@ each documented ordering between versions of a kernel holds, and every row.
 
 An ordering is documented when two versions of one group differ by more than ORDER_MARGIN in
 their published latencies; closer pairs are ties and are not checked. Rows whose kernel source is
-missing (the SDK's mamba kernels come from the aws-neuron-sdk mirror or TRNSIM_PUBLISHED_KERNELS)
+missing (the SDK's mamba kernels come from the aws-neuron-sdk mirror or TRNSIM_LEGACY_KERNELS)
 are listed as skipped. `--quick` leaves out rows whose trace takes more than a few seconds.
 """
 
@@ -44,7 +44,11 @@ from trnsim.timing.schedule import schedule  # noqa: E402
 TABLE = ROOT / "src" / "trnsim" / "cost" / "data" / "published_timings.csv"
 GOAL = 0.20
 ORDER_MARGIN = 0.05
-SDK_COMMIT = "81ce03ae261e12925e53437a0f690478e6366155"
+SDK_COMMIT = "1043931fc6018761f2a6faab70a1b24d00b543d3"
+"""aws-neuron-sdk tag v2.26.1, the last release of the old API (`neuronxcc.nki`). Its mamba kernels
+are the ones the tutorial profiled (SDK 2.20; only their launch style changed since). The NKI 0.6
+rewrite of the file (from 2026-04) gives mamba_v1 the loop order of mamba_v2, so it is not the
+kernel whose 172.93 us and 2.34 ms were measured."""
 MAMBA_PATH = "nki/examples/fused_mamba/mamba_nki_kernels.py"
 SLOW_ROWS = {"mamba-v2-s4096", "mamba-v3-s4096", "mamba-v2-s8192", "mamba-v3-s8192"}
 """Rows left out by --quick (besides the tutorial-size matmuls): traces of 50k+ instructions."""
@@ -68,8 +72,9 @@ def dma_once(src):
 
 
 def _mamba_module():
-    """The SDK's mamba kernels (NKI 0.6 API), imported with `import nki` meaning trnsim.nki."""
-    root = os.environ.get("TRNSIM_PUBLISHED_KERNELS")
+    """The SDK's mamba kernels at SDK_COMMIT (old API), imported with `neuronxcc.nki` meaning
+    trnsim.nki.legacy: from the old-API export (tools/export_legacy_kernels.py) or the mirror."""
+    root = os.environ.get("TRNSIM_LEGACY_KERNELS")
     source = pathlib.Path(root, "aws-neuron-sdk", MAMBA_PATH) if root else None
     if source is not None and source.is_file():
         text = source.read_text()
@@ -84,7 +89,7 @@ def _mamba_module():
     (folder / "sdk_mamba_kernels.py").write_text(text)
     spec = importlib.util.spec_from_file_location("sdk_mamba_kernels", folder / "sdk_mamba_kernels.py")
     module = importlib.util.module_from_spec(spec)
-    with trnsim.nki.compat.enabled():
+    with trnsim.nki.compat.enabled(legacy=True):
         spec.loader.exec_module(module)
     return module
 
@@ -107,7 +112,7 @@ def trace_row(row: dict, mamba):
         b, c, s, n = size["batch"], size["channels"], size["seq"], size["state"]
         shapes = ((b, c, s), (b, c, s), (c, n), (b, n, s), (b, n, s))
         specs = [nki.TensorSpec(shape, dtype) for shape in shapes]
-        with trnsim.nki.compat.enabled():
+        with trnsim.nki.compat.enabled(legacy=True):
             return nki.trace(getattr(mamba, kernel), *specs, target=target)
     if kernel == "dma_copy":
         return nki.trace(dma_once, nki.TensorSpec((8, 2048), dtype), target=target)

@@ -11,6 +11,7 @@ import trnsim.nki.isa as nisa06
 import trnsim.nki.language as nl06
 import trnsim.nki.legacy as nki
 from trnsim.errors import HazardError, TrnsimError, UnsupportedError
+from trnsim.timing.schedule import schedule
 
 nl, nisa = nki.language, nki.isa
 rng = np.random.default_rng(0)
@@ -121,6 +122,35 @@ def test_partition_and_free_broadcasting():
         return out
     col, row = normal(128, 1), normal(1, 512)
     np.testing.assert_array_equal(outer_sum(col, row), col + row)
+
+
+def test_a_partition_broadcast_operand_is_timed_as_the_0_6_apis_broadcast_copy():
+    """The old compiler made a [1, F] tile read on 128 partitions into a tile of its own (on the
+    Tensor Engine): the old API's `row.broadcast_to(...)` operand gives the 0.6 API's trace."""
+    @nki.jit
+    def scale_rows_old(x, row):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        r = nl.load(row)
+        nl.store(out, value=nisa.tensor_tensor(nl.load(x), r.broadcast_to(x.shape), op=nl.multiply))
+        return out
+
+    @nki06.jit
+    def scale_rows_new(x, row):
+        out = nl06.ndarray(x.shape, dtype=x.dtype, buffer=nl06.shared_hbm)
+        t, r = (nl06.ndarray(a.shape, dtype=a.dtype, buffer=nl06.sbuf) for a in (x, row))
+        nisa06.dma_copy(dst=t, src=x)
+        nisa06.dma_copy(dst=r, src=row)
+        result = nl06.ndarray(x.shape, dtype=x.dtype, buffer=nl06.sbuf)
+        nisa06.tensor_tensor(dst=result, data1=t, data2=nl06.broadcast_to(r, x.shape), op=nl06.multiply)
+        nisa06.dma_copy(dst=out, src=result)
+        return out
+
+    x, row = normal(128, 512), normal(1, 512)
+    np.testing.assert_array_equal(scale_rows_old(x, row), x * row)
+    specs = (nki06.TensorSpec(x.shape, "float32"), nki06.TensorSpec(row.shape, "float32"))
+    old, new = nki06.trace(scale_rows_old, *specs), nki06.trace(scale_rows_new, *specs)
+    assert [i.opcode for i in old] == [i.opcode for i in new]
+    assert schedule(old, "trn1").latency_s == schedule(new, "trn1").latency_s
 
 
 def test_block_tensor_larger_than_psum_runs_block_by_block():

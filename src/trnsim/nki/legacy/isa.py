@@ -63,10 +63,10 @@ def _compute(function, data, dtype, mask, shape=None, buffer=None, columns=(), *
     tile, dst = call.output(result_dtype(dtype, data), buffer)
     if call.empty:
         return tile
-    views = {name: (call.column(v) if name in columns else call.view(v)) if is_tile(v) else _op(v)
+    views = {name: (call.column(v) if name in columns else call.operand(v)) if is_tile(v) else _op(v)
              for name, v in operands.items()}
     if data is not None:
-        views["data"] = call.view(data) if shape is None else _plain(data)
+        views["data"] = call.operand(data) if shape is None else _plain(data)
     function(dst=dst, **views)
     return tile
 
@@ -93,7 +93,7 @@ def tensor_tensor(data1, data2, op, dtype=None, mask=None, engine=engine.unknown
     call = Call([data1, data2], mask)
     tile, dst = call.output(result_dtype(dtype, data1, data2))
     if not call.empty:
-        nisa06.tensor_tensor(dst=dst, data1=call.view(data1), data2=call.view(data2), op=_op(op),
+        nisa06.tensor_tensor(dst=dst, data1=call.operand(data1), data2=call.operand(data2), op=_op(op),
                              engine=engine)
     return tile
 
@@ -176,7 +176,7 @@ def max8(src, mask=None, dtype=None, **kwargs) -> Tile:
     tile = new_tile((src.shape[0], 8), result_dtype(dtype, src))
     rows = call.box[0] if call.box is not None else slice(None)
     if not call.empty:
-        nisa06.max8(dst=tile.base[rows], src=call.view(src))
+        nisa06.max8(dst=tile.base[rows], src=call.operand(src))
     return tile
 
 
@@ -246,7 +246,7 @@ def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **k
     steps = affine_steps(values, "affine_select's predicate")
     pattern = [[step, n] for step, n in zip(steps[1:], values.shape[1:], strict=True)]
     nisa06.affine_select(dst=dst, pattern=pattern, channel_multiplier=steps[0],
-                         on_true_tile=in_sbuf(call.view(on_true_tile)), on_false_value=on_false_value,
+                         on_true_tile=in_sbuf(call.operand(on_true_tile)), on_false_value=on_false_value,
                          cmp_op=cmp_op, offset=int(values.flat[0]))
     return tile
 
@@ -274,7 +274,7 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
                        mask=None, **kwargs) -> Tile:
     call = Call([data0, data1], mask)
     tile, dst = call.output(result_dtype(dtype, data0, data1))
-    nisa06.tensor_tensor_scan(dst=dst, data0=call.view(data0), data1=call.view(data1),
+    nisa06.tensor_tensor_scan(dst=dst, data0=call.operand(data0), data1=call.operand(data1),
                               initial=_plain(initial), op0=op0, op1=op1, reverse0=reverse0, reverse1=reverse1)
     return tile
 

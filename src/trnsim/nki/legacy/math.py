@@ -47,12 +47,12 @@ def binary(name: str, x, y, dtype=None, mask=None, out: Tile | None = None):
         return tile
     if is_tile(x) and (_is_column(y, call.shape) or not is_tile(y)):
         operand = call.column(y) if is_tile(y) else y
-        nisa06.tensor_scalar(dst=dst, data=call.view(x), op0=name, operand0=operand)
+        nisa06.tensor_scalar(dst=dst, data=call.operand(x), op0=name, operand0=operand)
     elif is_tile(y) and (_is_column(x, call.shape) or not is_tile(x)):
         operand = call.column(x) if is_tile(x) else x
-        nisa06.tensor_scalar(dst=dst, data=call.view(y), op0=name, operand0=operand, reverse0=True)
+        nisa06.tensor_scalar(dst=dst, data=call.operand(y), op0=name, operand0=operand, reverse0=True)
     else:
-        nisa06.tensor_tensor(dst=dst, data1=call.view(x), data2=call.view(y), op=name)
+        nisa06.tensor_tensor(dst=dst, data1=call.operand(x), data2=call.operand(y), op=name)
     return tile
 
 
@@ -60,7 +60,7 @@ def unary(name: str, x, dtype=None, mask=None):
     call = Call([x], mask)
     tile, dst = call.output(result_dtype(dtype, x))
     if not call.empty:
-        nisa06.activation(dst=dst, op=name, data=call.view(x))
+        nisa06.activation(dst=dst, op=name, data=call.operand(x))
     return tile
 
 

@@ -62,6 +62,20 @@ class Call:
             return value
         return value[tuple(b if n > 1 else slice(None) for b, n in zip(self.box, value.shape, strict=True))]
 
+    def operand(self, value):
+        """A compute instruction's operand: its `view`, with a partition broadcast (a [1, F] tile
+        read on P partitions) first copied into a tile of its own, as the old compiler did: an
+        engine reads each partition through its own lane, so the compiler made the broadcast
+        (on the Tensor Engine, which trnsim.timing charges it to, as for the 0.6 API's
+        `nl.broadcast_to`). The copy is exact, so values do not change."""
+        view = self.view(value)
+        if (not isinstance(view, NkiTensor) or view.storage.memory is Memory.HBM or view.ndim < 2
+                or view.shape[0] == 1 or view.strides[0] != 0):
+            return view
+        staged = backend.new_tensor(view.shape, view.dtype, dtypes.SBUF)
+        nisa06.tensor_copy(dst=staged, src=view)
+        return staged
+
     def source(self, value):
         """The value a copy writes: broadcast to the call's shape, or, holding as many elements in
         another shape, as it is (a [128, 256] tile stored into a [128, 4, 16, 4] tensor)."""
