@@ -56,7 +56,7 @@ def test_held_out_dma_micro_measurement_within_5_percent(fidelity):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="issue 14: mamba v2 at seq 512 and v3 come out 29-37% slow; v1 -> v2 does not hold")
+@pytest.mark.xfail(strict=True, reason="issue 14: mamba v2 (seq 512), v3 29-37% slow; v1 -> v2 fails")
 def test_held_out_published_kernels_within_20_percent_per_engine_class(fidelity):
     rows = [row for row in fidelity.load_table() if row["fitted"] == "no"]
     report = fidelity.run([row for row in rows if row["id"] not in fidelity.SLOW_ROWS
