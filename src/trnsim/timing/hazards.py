@@ -158,14 +158,21 @@ class HazardTracker:
         """
         known, tracks = self.regions, self.tracks
         shapes, found, ready_s, blocker = [len(ins.inputs)], [], 0.0, -1
-        # Two plain loops, not one over inputs + outputs: this is the scheduler's hot path.
+        # Two plain loops, not one over inputs + outputs, and the one-box case of `latest`
+        # written out: this is the scheduler's hot path.
         for region in ins.inputs:
             box, shape = known.get(_REGION_KEY(region)) or self._learn(region)
             writes, reads = tracks.get(region.buffer) or self._track(region.buffer)
             shapes.append(shape)
             found.append((writes, reads, box, False))
-            if writes.items:
-                ready_s, blocker = writes.latest(box, ready_s, blocker)
+            items = writes.items
+            if items:
+                if len(items) == 1:
+                    item = items[0]
+                    if item[2] > ready_s and overlaps(item[1], box):
+                        ready_s, blocker = item[2], item[3]
+                else:
+                    ready_s, blocker = writes.latest(box, ready_s, blocker)
         for region in ins.outputs:
             box, shape = known.get(_REGION_KEY(region)) or self._learn(region)
             writes, reads = tracks.get(region.buffer) or self._track(region.buffer)
@@ -194,6 +201,16 @@ class HazardTracker:
         """Remember that instruction `index`, ending at `end_s`, made these accesses."""
         for writes, reads, box, writing in accesses:
             if not writing:
+                items = reads.items
+                if reads.exact is None and len(items) < 2:  # `add`'s unindexed cases, written out
+                    if not items:
+                        items.append([box[0], box, end_s, index])
+                        continue
+                    item = items[0]
+                    if item[1] == box:
+                        if end_s > item[2]:
+                            item[2], item[3] = end_s, index
+                        continue
                 reads.add(box, end_s, index, True)
                 continue
             if reads.items:

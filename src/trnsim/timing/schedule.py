@@ -158,7 +158,7 @@ class _Lanes:
         earliest = min(free)
         if ready_s <= earliest:
             return base + free.index(earliest)
-        fitting = max(f for f in free if f <= ready_s)
+        fitting = max(filter(ready_s.__ge__, free))  # the latest free time <= ready_s
         return base + free.index(fitting)
 
 
