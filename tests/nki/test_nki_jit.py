@@ -1,5 +1,7 @@
 """Launching kernels: targets, array kinds, trace vs simulate, grids, LNC=2, loops, printing."""
 
+import time
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -9,7 +11,7 @@ import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 from trnsim.core.isa import Memory, Opcode
-from trnsim.errors import ConfigError, KernelError
+from trnsim.errors import ArgumentError, ConfigError, KernelError, ShapeError
 
 X = np.arange(128 * 16, dtype=np.float32).reshape(128, 16)
 
@@ -161,3 +163,75 @@ def test_plain_launch_has_no_grid():
     nki.simulate(kernel)(X)
     nki.jit(kernel)[2](X)
     assert seen[0] == (0, 1, 0) and sorted(seen[1:]) == [(1, 2, 0), (1, 2, 1)]
+
+
+def test_lnc2_sendrecv_moves_the_bits_of_its_dtype():
+    """A tile went through float32 on its way to the peer: int32 values above 2**24 came back
+    rounded (16777217 -> 16777216)."""
+    @nki.jit
+    def swap(x):
+        out = nl.ndarray((8, 4), dtype=x.dtype, buffer=nl.shared_hbm)
+        mine = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=mine, src=x)
+        theirs = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.sbuf)
+        me = nl.program_id(0)
+        nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+        nisa.dma_copy(dst=out[me * 4:(me + 1) * 4, :], src=theirs)
+        return out
+    x = np.array([[16777217, 2**30 + 1, 123456789, -7]] * 4, np.int32)
+    np.testing.assert_array_equal(nki.simulate(swap[2], target="trn2")(x), np.concatenate([x, x]))
+
+
+def test_lnc2_mismatched_peers_are_refused_at_once():
+    """A barrier only one core reaches, and a rank the launch does not have, waited 60 s (the
+    barrier then raised a raw BrokenBarrierError)."""
+    @nki.jit
+    def barrier_on_core_0(x):
+        if nl.program_id(0) == 0:
+            nisa.core_barrier(data=x, cores=(0, 1))
+        return nl.ndarray((1, 1), dtype=x.dtype, buffer=nl.shared_hbm)
+
+    @nki.jit
+    def send_to_rank_5(x):
+        tile = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.sendrecv(src=tile, dst=tile, send_to_rank=5, recv_from_rank=0, pipe_id=0)
+        return nl.ndarray((1, 1), dtype=x.dtype, buffer=nl.shared_hbm)
+
+    started = time.perf_counter()
+    with pytest.raises(KernelError, match="core 1 finished its kernel without a matching call"):
+        nki.simulate(barrier_on_core_0[2], target="trn2")(X)
+    for launch in (send_to_rank_5[2], send_to_rank_5):
+        with pytest.raises(KernelError, match="send_to_rank=5: this launch has"):
+            nki.simulate(launch, target="trn2")(X)
+    assert time.perf_counter() - started < 10
+
+
+def test_arguments_that_do_not_fit_the_kernel_are_refused_at_its_def():
+    @nki.jit
+    def add(a, b):
+        return a
+    for call in (lambda: nki.simulate(add)(X), lambda: nki.simulate(add)(X, X, X),
+                 lambda: nki.trace(add, X, X, targte="trn2")):
+        with pytest.raises(ArgumentError, match="kernel 'add' called with arguments it does not take"):
+            call()
+    with pytest.raises(ArgumentError, match="the first argument is the kernel function"):
+        nki.simulate(None)
+
+
+@pytest.mark.parametrize("body, error, says", [
+    (lambda: nl.program_id(5), ShapeError, "dim 5 is outside 1 dims"),
+    (lambda: nl.num_programs(None), ShapeError, "a dim is an integer"),
+    (lambda: list(nl.affine_range(0, 4, 0)), ArgumentError, "step is 0"),
+    (lambda: nl.fori_loop(0, 4, lambda i: None, step=0), ArgumentError, "step is 0"),
+    (lambda: list(nl.dynamic_range(0, 4, 0)), ArgumentError, "step is 0"),
+    (lambda: nl.while_loop(1, lambda r: None), ArgumentError, "while_loop's condition takes integers"),
+])
+def test_grid_queries_and_loops_refuse_bad_arguments(body, error, says):
+    """Each escaped as a raw IndexError, TypeError or ValueError."""
+    @nki.jit
+    def kernel(x):
+        body()
+        return nl.ndarray((1, 1), dtype=x.dtype, buffer=nl.shared_hbm)
+    with pytest.raises(error, match=says) as raised:
+        nki.simulate(kernel[2], target="trn2")(X)
+    assert raised.value.where is not None

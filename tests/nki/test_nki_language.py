@@ -5,6 +5,7 @@ import pytest
 
 import trnsim.nki as nki
 import trnsim.nki.language as nl
+from trnsim.errors import ShapeError
 
 RNG = np.random.default_rng(2)
 A = RNG.uniform(-2, 2, (128, 64)).astype(np.float32)
@@ -65,6 +66,15 @@ def test_reductions(name, ref):
     np.testing.assert_allclose(result, ref(data, axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
     partition = run(lambda a: nl.sum(a, axis=0), A)
     np.testing.assert_allclose(partition.reshape(-1), A.sum(0), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["sum", "max", "mean", "all"])
+@pytest.mark.parametrize("axis", [2, 3, -3, (1, 2)])
+def test_reductions_refuse_an_axis_outside_the_tile(name, axis):
+    """nl.sum(t, axis=2) on a 2-D tile summed across partitions (the axis was wrapped, axis % 2);
+    nl.mean raised a raw IndexError."""
+    with pytest.raises(ShapeError, match="is outside 2 dims"):
+        run(lambda a: getattr(nl, name)(a, axis=axis), A)
 
 
 def test_softmax_rms_norm_where_transpose_matmul():

@@ -7,7 +7,7 @@ import pytest
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.errors import HazardError, ShapeError
+from trnsim.errors import HazardError, ShapeError, UnsupportedError
 
 X = np.arange(4 * 6 * 8, dtype=np.float32).reshape(4, 6, 8)
 
@@ -124,3 +124,48 @@ def test_views_refuse_empty_and_negative_shapes(make, says):
 
 def test_reshape_takes_numpy_integers():
     np.testing.assert_array_equal(copy_view(lambda a: a.reshape((np.int64(8), -1))), X.reshape(8, -1))
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda a: a[:, [1, 2]], "is not an integer"),                     # no fancy indexing
+    (lambda a: a[:, 0:4.0], "is not an integer"),
+    (lambda a: a[:, True], "is not an integer"),                       # numpy would add an axis
+    (lambda a: a[:, ::0], "step 0"),
+    (lambda a: a[:, nl.ds(1, 3, step=0)], "step other than 0"),
+    (lambda a: a.select(5, 0), "dim 5 is outside 3 dims"),
+    (lambda a: a.slice(5, 0, 2), "dim 5 is outside 3 dims"),
+    (lambda a: a.squeeze_dim(9), "dim 9 is outside"),
+    (lambda a: a[0:1].broadcast(9, 4), "dim 9 is outside"),
+    (lambda a: a.permute((0, 1, 3)), "dim 3 is outside 3 dims"),        # was wrapped to (0, 1, 0)
+    (lambda a: a.expand_dim(9), "dim 9 is outside 4 dims"),             # was appended at the end
+    (lambda a: a.flatten_dims(5), "dim 5 is outside"),
+    (lambda a: a[0:1].broadcast_to((3, 6)), "one size per dim"),        # was left 3-D
+    (lambda a: a.ap([16, 128]), "list of \\[stride, count\\] pairs"),
+    (lambda a: a.rearrange("a b c"), "'input dims -> output dims'"),
+    (lambda a: a.rearrange("a b c -> a b d"), "same dims"),
+])
+def test_views_refuse_bad_dims_and_keys_by_name(make, says):
+    """Each of these used to escape as a raw TypeError/ValueError/IndexError, or to reinterpret the
+    dim silently."""
+    with pytest.raises(ShapeError, match=says):
+        copy_view(make)
+
+
+def test_a_negative_step_slice_is_bounds_checked_at_both_ends():
+    """nl.ds(2, 5, step=-1) on an 8-wide view reaches indices -1 and -2: they were read silently
+    from outside the view (here the columns before it)."""
+    with pytest.raises(HazardError, match="out of bounds"):
+        copy_view(lambda a: a[:, :, 4:8][:, :, nl.ds(2, 5, step=-1)])
+    np.testing.assert_array_equal(copy_view(lambda a: a[:, :, nl.ds(4, 5, step=-1)]), X[:, :, 4::-1])
+
+
+def test_partition_strided_views_of_a_tile_are_refused():
+    """An engine instruction cannot stride in the partition dim (NKI architecture guide); the trace
+    had described `t[0:128:2]` as partitions 0..63, and `t[::-1]` failed as 128 partitions from 127."""
+    def kernel(a):
+        tile = nl.ndarray((4, 48), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=a.reshape((4, 48)))
+        return tile[::-1]
+    with pytest.raises(UnsupportedError, match="steps through partitions by -1") as raised:
+        nki.simulate(kernel)(X)
+    assert raised.value.where is not None and raised.value.where.line > 0

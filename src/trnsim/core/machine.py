@@ -84,13 +84,14 @@ class EngineState:
 
 
 class Launch:
-    """What the cores of one kernel launch share: the trace, buffer ids, a lock, a barrier, HBM."""
+    """What the cores of one kernel launch share: the trace, buffer ids, a lock, mailboxes (for
+    sendrecv and barriers between the cores of LNC=2), HBM."""
 
     def __init__(self, target: str, cores: int):
         self.trace = Trace(target)
         self.ids = itertools.count()
         self.lock = threading.Lock()
-        self.barrier = threading.Barrier(cores) if cores > 1 else None
+        self.cores = cores  # cores running side by side as threads (2 under LNC=2)
         self.mailboxes: dict = {}
         self.created: dict = {}  # HBM buffer id -> where the kernel created it (for error messages)
         self.shared: dict = {}  # k-th shared-HBM tensor a program creates -> the one buffer all share

@@ -12,7 +12,7 @@ from numbers import Integral, Real
 
 from trnsim.core.isa import Opcode
 from trnsim.core.trace import InputRef
-from trnsim.errors import KernelError, UnsupportedError
+from trnsim.errors import ArgumentError, KernelError, UnsupportedError
 from trnsim.nki import backend, calls
 from trnsim.nki import isa_constants as constants
 from trnsim.nki.isa_constants import (
@@ -115,6 +115,9 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
                                "vector_offset) is not emulated", what="nisa.dma_transpose indirect",
                                hint="dma_copy it into SBUF first, or give scalar_offset as an int")
     rank = len(src.shape)
+    if axes is not None and not isinstance(axes, tuple | list):
+        raise ArgumentError(f"axes={axes!r}: give the permutation of src's dims as a tuple",
+                            op="nisa.dma_transpose")
     axes = tuple(axes) if axes is not None else _DMA_TRANSPOSE_AXES.get(rank, tuple(reversed(range(rank))))
     return _issue(Opcode.DMA_TRANSPOSE, dst, [src], {"axes": axes, "dge_mode": _enum_value(dge_mode)}, "dma",
                   name)

@@ -27,7 +27,7 @@ from trnsim.core.isa import Memory
 from trnsim.core.machine import Launch, NeuronCore
 from trnsim.core.runtime import current as current_runtime
 from trnsim.core.trace import Trace
-from trnsim.errors import ConfigError, KernelError, ShapeError, SourceLoc, TrnsimError
+from trnsim.errors import ArgumentError, ConfigError, KernelError, ShapeError, SourceLoc, TrnsimError
 from trnsim.nki import backend, dtypes, interop, lnc
 from trnsim.nki.tensor import NkiTensor
 
@@ -174,20 +174,40 @@ def _option_error(name: str, value) -> ConfigError:
 
 def simulate(kernel, target: str | None = None):
     """A callable that runs the kernel with values (numpy/torch/JAX in, same kind out)."""
-    kernel = jit(kernel)
+    kernel = _as_kernel(kernel, "nki.simulate")
     return functools.wraps(kernel.fn)(
         lambda *args, **kwargs: run(kernel, args, kwargs, target=target, with_values=True))
 
 
 def trace(kernel, *args, target: str | None = None, **kwargs) -> Trace:
     """Run the kernel without values and return its instruction trace."""
-    kernel = jit(kernel)
+    kernel = _as_kernel(kernel, "nki.trace")
     run(kernel, args, kwargs, target=target, with_values=False)
     return kernel.last_trace
 
 
+def _as_kernel(kernel, what: str) -> Kernel:
+    if kernel is None or not callable(kernel):
+        raise ArgumentError(f"{what}({kernel!r}): the first argument is the kernel function",
+                            where=SourceLoc.of_caller())
+    return jit(kernel)
+
+
+def _check_arguments(fn, args, kwargs) -> None:
+    """A launch whose arguments do not fit the kernel's signature is refused at the kernel's
+    `def`, before anything runs (else the call fails inside the launcher)."""
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError as error:
+        raise ArgumentError(f"kernel {getattr(fn, '__name__', fn)!r} called with arguments it does not "
+                            f"take: {error}", where=_kernel_site(fn)) from None
+    except ValueError:  # no signature to check (a builtin): the call itself decides
+        return
+
+
 def run(kernel: Kernel, args, kwargs, *, target: str | None, with_values: bool):
     """Launch every program of the kernel's grid and convert the results back."""
+    _check_arguments(kernel.fn, args, kwargs)
     target = resolve_target(target)
     spec = hardware.core(target)
     programs = prod(kernel.grid) if kernel.grid else 1
@@ -195,7 +215,7 @@ def run(kernel: Kernel, args, kwargs, *, target: str | None, with_values: bool):
     settings = config.current()
     # The two cores of an LNC=2 launch run as threads that share HBM: they execute eagerly, so no
     # thread ever runs another's deferred queue.
-    eager = settings.eager or launch.barrier is not None
+    eager = settings.eager or launch.cores > 1
     cores = [NeuronCore(spec, launch, with_values=with_values, strict=settings.strict, program_id=p,
                         grid=kernel.grid, eager=eager) for p in range(programs)]
     token = backend.activate(cores[0])
@@ -224,6 +244,8 @@ def _launch(fn, cores, args, kwargs) -> list:
         try:
             results[index] = fn(*args, **kwargs)
             cores[index].flush()
+            if len(cores) == 2:
+                lnc.finish(cores[index].launch, index)
         except BaseException as error:  # re-raised in the caller's thread below
             errors.append(_first_error(cores[index], error))
             lnc.abandon(cores[index].launch)

@@ -21,6 +21,7 @@ from trnsim.nki import isa as nisa
 from trnsim.nki.objects import NKIObject  # noqa: F401 - nl.NKIObject
 from trnsim.nki.registers import VirtualRegister
 from trnsim.nki.tensor import DynSlice, NkiTensor
+from trnsim.nki.tensor import axis_index as _axis_index
 
 # --- dtypes and memory regions --------------------------------------------------------------------
 bool_, int8, int16, int32 = "bool_", "int8", "int16", "int32"
@@ -232,32 +233,46 @@ def gather_flattened(data, indices, axis: int = 0, dtype=None) -> NkiTensor:
 
 # --- loops and control flow ---------------------------------------------------------------------
 def affine_range(start, stop=None, step=1) -> range:
-    return range(start, stop, step) if stop is not None else range(start)
+    return _range("nl.affine_range", start, stop, step, static=True)
 
 
 sequential_range = static_range = affine_range
 
 
 def dynamic_range(start, stop=None, step=1):
-    start, stop = (0, start) if stop is None else (start, stop)
-    return range(_int(start), _int(stop), _int(step))
+    return _range("nl.dynamic_range", start, stop, step, static=False)
 
 
 def fori_loop(lower, upper, body_fun, step=1):
     """Run body_fun(i) for each i; the loop variable is a read-only register."""
-    for i in range(_int(lower), _int(upper), _int(step)):
+    for i in _range("nl.fori_loop", lower, upper, step, static=False):
         body_fun(VirtualRegister(i))
 
 
 def while_loop(init, body_fun):
     """r = init; while r != 0: r = body_fun(r) — the body returns the next condition register."""
     condition = init
-    while _int(condition) != 0:
+    while _int(condition, "nl.while_loop's condition") != 0:
         condition = body_fun(condition)
 
 
-def _int(value) -> int:
-    return value.read_value() if isinstance(value, VirtualRegister) else int(value)
+def _range(what: str, start, stop, step, static: bool) -> range:
+    """range(start, stop, step) of integers (registers too, unless the loop is static)."""
+    start, stop = (0, start) if stop is None else (start, stop)
+    bounds = [_int(value, what, static) for value in (start, stop, step)]
+    if bounds[2] == 0:
+        raise ArgumentError(f"{what}: step is 0", where=SourceLoc.of_caller())
+    return range(*bounds)
+
+
+def _int(value, what: str = "an index", static: bool = False) -> int:
+    """An integer, or the value a register holds now (not for a static loop's bounds)."""
+    if isinstance(value, VirtualRegister) and not static:
+        return value.read_value()
+    if type(value) is bool or not isinstance(value, int | np.integer):
+        raise ArgumentError(f"{what} takes integers{'' if static else ' or registers'}, not {value!r}",
+                            where=SourceLoc.of_caller())
+    return int(value)
 
 
 @contextlib.contextmanager
@@ -271,7 +286,7 @@ def program_id(axis: int = 0) -> int:
     running = backend.core()
     if not running.grid:
         return 0
-    return int(np.unravel_index(running.program_id, running.grid)[axis])
+    return int(np.unravel_index(running.program_id, running.grid)[_grid_axis(axis, running.grid)])
 
 
 def num_programs(axes: int = 0) -> int:
@@ -280,8 +295,12 @@ def num_programs(axes: int = 0) -> int:
     if not grid:
         return 1
     if isinstance(axes, tuple | list):
-        return math.prod(grid[a] for a in axes)
-    return grid[axes]
+        return math.prod(grid[_grid_axis(a, grid)] for a in axes)
+    return grid[_grid_axis(axes, grid)]
+
+
+def _grid_axis(axis, grid: tuple) -> int:
+    return _axis_index(axis, len(grid), f"axis {axis!r} of the launch grid {list(grid)}")
 
 
 def program_ndim() -> int:

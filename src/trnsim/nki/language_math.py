@@ -12,6 +12,7 @@ import math
 from trnsim.errors import ArgumentError
 from trnsim.nki import isa as nisa
 from trnsim.nki.tensor import NkiTensor
+from trnsim.nki.tensor import axis_index as _axis_index
 
 __all__ = [
     "where", "softmax", "rms_norm", "dropout", "mean", "var", "all", "sin", "reciprocal",
@@ -66,7 +67,7 @@ def _unary(name: str):
 
 def _reduction(name: str):
     def op(x, axis, dtype=None, keepdims=False):
-        axes = tuple(a % x.ndim for a in (axis if isinstance(axis, tuple | list) else (axis,)))
+        axes = _axes(x, axis)
         shape = [1 if d in axes else s for d, s in enumerate(x.shape) if keepdims or d not in axes]
         out = _new(shape or [1], dtype or x.dtype)
         if axes == (0,):
@@ -174,8 +175,14 @@ def invert(x, dtype=None):
 bitwise_not = invert
 
 
+def _axes(x, axis) -> tuple[int, ...]:
+    """The reduced dims, each inside the tile (refused, not wrapped, outside it)."""
+    dims = axis if isinstance(axis, tuple | list) else (axis,)
+    return tuple(sorted({_axis_index(a, x.ndim, f"axis={axis!r}") for a in dims}))
+
+
 def mean(x, axis, dtype=None, keepdims=False):
-    axes = axis if isinstance(axis, tuple | list) else (axis,)
+    axes = _axes(x, axis)
     total = sum(x, axis, dtype="float32", keepdims=keepdims)
     count = math.prod(x.shape[a] for a in axes)
     return nisa.tensor_scalar(dst=_new(total.shape, dtype or x.dtype), data=total, op0="multiply",

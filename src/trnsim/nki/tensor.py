@@ -19,7 +19,7 @@ import numpy as np
 from trnsim.core.isa import Memory
 from trnsim.core.memory import View, check_shape, contiguous_strides
 from trnsim.core.trace import Region
-from trnsim.errors import HazardError, KernelError, ShapeError, SourceLoc
+from trnsim.errors import HazardError, KernelError, ShapeError, SourceLoc, UnsupportedError
 from trnsim.nki import dtypes
 
 
@@ -172,6 +172,12 @@ class NkiTensor(View):
         for dim, k in enumerate(keys):
             stride = self.strides[dim]
             start, count, step, keep = self._resolve(k, self.shape[dim], dim)
+            if dim == 0 and step != 1 and count > 1 and self.storage.memory is not Memory.HBM:
+                raise UnsupportedError(
+                    f"index {k!r} of {self.name!r} steps through partitions by {step}: an engine "
+                    f"instruction cannot stride in the partition dim (NKI architecture guide), and "
+                    f"partition-strided DMAs are not emulated", what="partition-strided view",
+                    hint="step in the free dims, or reorder through HBM", where=SourceLoc.of_caller())
             offset += start * stride
             if keep:
                 shape.append(count)
@@ -181,27 +187,37 @@ class NkiTensor(View):
         return self._derive((*shape, *self.shape[indexed:]), (*strides, *self.strides[indexed:]), offset)
 
     def _resolve(self, key, size: int, dim: int) -> tuple[int, int, int, bool]:
-        """(start, count, step, keep-dim) for one index, bounds-checked."""
+        """(start, count, step, keep-dim) for one index, bounds-checked at both ends."""
         if isinstance(key, slice):
-            if (key.stop is not None and _int(key.stop) > size) or (key.start is not None
-                                                                    and _int(key.start) > size):
+            key = slice(*(None if part is None else _index_int(part, key) for part in
+                          (key.start, key.stop, key.step)))
+            if key.step == 0:
+                raise ShapeError(f"index {key!r} of {self.name!r} has step 0", hint="use a step of 1 or more")
+            if (key.stop is not None and key.stop > size) or (key.start is not None and key.start > size):
                 self._oob(dim, key, size)
             start, stop, step = key.indices(size)
             count = max(0, -(-(stop - start) // step))
         elif isinstance(key, DynSlice):
-            start = _int(key.start)
-            count, step = key.size, key.step
+            start = _index_int(key.start, key)
+            count, step = _index_int(key.size, key), _index_int(key.step, key)
+            if count < 0 or step == 0:
+                raise ShapeError(f"index {key!r} of {self.name!r} needs a size of 0 or more and a "
+                                 f"step other than 0")
         else:
-            start = _int(key)
+            start = _index_int(key, key)
             if start < 0:
                 start += size
             if not 0 <= start < size:
                 self._oob(dim, key, size)
             keep = dim == 0 and self.storage.memory is not Memory.HBM
             return start, 1, 1, keep
-        if start < 0 or (count and start + (count - 1) * step >= size):
+        last = start + (count - 1) * step
+        if count and not (0 <= start < size and 0 <= last < size):
             self._oob(dim, key, size)
         return start, count, step, True
+
+    def _dim(self, dim, what: str) -> int:
+        return axis_index(dim, self.ndim, f"{what}({dim!r}) of {self.name!r}")
 
     def _oob(self, dim: int, key, size: int):
         raise HazardError(f"index {key!r} is out of bounds for dim {dim} of {self.name!r} "
@@ -220,10 +236,12 @@ class NkiTensor(View):
     # --- views ------------------------------------------------------------------------------
     def slice(self, dim: int, start: int = 0, end: int | None = None, step: int = 1) -> NkiTensor:
         keys = [slice(None)] * self.ndim
-        keys[dim] = slice(start, end, step)
+        keys[self._dim(dim, "slice")] = slice(start, end, step)
         return self[tuple(keys)]
 
     def select(self, dim: int, index: int) -> NkiTensor:
+        dim = self._dim(dim, "select")
+        index = _index_int(index, index)
         if not 0 <= index < self.shape[dim]:
             self._oob(dim, index, self.shape[dim])
         shape, strides = list(self.shape), list(self.strides)
@@ -232,7 +250,7 @@ class NkiTensor(View):
         return self._derive(shape, strides, offset)
 
     def permute(self, dims) -> NkiTensor:
-        dims = [d % self.ndim for d in dims]
+        dims = [self._dim(d, f"permute({dims})") for d in _sequence(dims, "permute")]
         if sorted(dims) != list(range(self.ndim)):
             raise ShapeError(f"permute({dims}) is not a permutation of {self.ndim} dims")
         return self._derive([self.shape[d] for d in dims], [self.strides[d] for d in dims], self.offset)
@@ -242,6 +260,7 @@ class NkiTensor(View):
 
     def broadcast(self, dim: int, size: int) -> NkiTensor:
         (size,) = _dims((size,), f"broadcast({dim}, {size!r}) of {self.name!r}")
+        dim = self._dim(dim, "broadcast")
         if self.shape[dim] != 1:
             raise ShapeError(f"broadcast needs dim {dim} of size 1, {self.name!r} has {self.shape[dim]}")
         shape, strides = list(self.shape), list(self.strides)
@@ -249,6 +268,10 @@ class NkiTensor(View):
         return self._derive(shape, strides, self.offset)
 
     def broadcast_to(self, shape) -> NkiTensor:
+        shape = _sequence(shape, "broadcast_to")
+        if len(shape) != self.ndim:
+            raise ShapeError(f"broadcast_to({list(shape)}) of the {self.ndim}-d {self.name!r} "
+                             f"{list(self.shape)}: give one size per dim", hint="expand_dim first")
         view = self
         for dim, size in enumerate(shape):
             if view.shape[dim] != size:
@@ -257,12 +280,13 @@ class NkiTensor(View):
 
     def expand_dim(self, dim: int) -> NkiTensor:
         shape, strides = list(self.shape), list(self.strides)
-        dim = dim if dim >= 0 else dim + self.ndim + 1
+        dim = axis_index(dim, self.ndim + 1, f"expand_dim({dim!r}) of {self.name!r}")
         shape.insert(dim, 1)
         strides.insert(dim, 0)
         return self._derive(shape, strides, self.offset)
 
     def squeeze_dim(self, dim: int) -> NkiTensor:
+        dim = self._dim(dim, "squeeze_dim")
         if self.shape[dim] != 1:
             raise ShapeError(f"squeeze_dim({dim}) on a dim of size {self.shape[dim]}")
         shape, strides = list(self.shape), list(self.strides)
@@ -294,7 +318,7 @@ class NkiTensor(View):
         return self.reshape(self.shape[:dim] + tuple(shape) + self.shape[dim + 1:])
 
     def flatten_dims(self, start_dim: int = 0, end_dim: int = -1) -> NkiTensor:
-        end = end_dim % self.ndim
+        start_dim, end = self._dim(start_dim, "flatten_dims"), self._dim(end_dim, "flatten_dims")
         merged = prod(self.shape[start_dim:end + 1])
         return self.reshape(self.shape[:start_dim] + (merged,) + self.shape[end + 1:])
 
@@ -321,8 +345,12 @@ class NkiTensor(View):
         A runtime offset moves along dim `indirect_dim` of this tensor, in steps of that dim's
         stride (NKI's rule), whatever strides the pattern has: `scalar_offset` shifts the whole
         pattern, `vector_offset` (an index tile) replaces the steps of pattern dim `indirect_dim`."""
+        if not isinstance(pattern, tuple | list) or not all(
+                isinstance(pair, tuple | list) and len(pair) == 2 for pair in pattern):
+            raise ShapeError(f"ap({pattern!r}) on {self.name!r}: a pattern is a list of [stride, count] "
+                             f"pairs, the first for the partition dim", hint="e.g. [[512, 128], [1, 512]]")
         shape = list(_dims([count for _, count in pattern], f"ap({pattern}) on {self.name!r}"))
-        strides = [int(stride) for stride, _ in pattern]
+        strides = [_index_int(stride, pattern) for stride, _ in pattern]
         element = dtypes.dtype(dtype) if dtype is not None else self.element
         if scalar_offset is not None and vector_offset is not None:
             raise ShapeError("ap() takes scalar_offset or vector_offset, not both")
@@ -350,10 +378,17 @@ class NkiTensor(View):
 
     def rearrange(self, pattern: str, **sizes) -> NkiTensor:
         """einops-style `"a (b c) -> (a b) c"` with sizes for split groups; no copy."""
-        left, right = (side.strip() for side in pattern.split("->"))
-        groups_in, groups_out = _groups(left), _groups(right)
+        sides = pattern.split("->") if isinstance(pattern, str) else []
+        if len(sides) != 2:
+            raise ShapeError(f"rearrange({pattern!r}): a pattern is 'input dims -> output dims'",
+                             hint="e.g. 'p (a b) -> p a b'")
+        groups_in, groups_out = _groups(sides[0].strip()), _groups(sides[1].strip())
         if len(groups_in) != self.ndim:
             raise ShapeError(f"rearrange {pattern!r}: {len(groups_in)} groups for {self.ndim} dims")
+        names_in = [a for group in groups_in for a in group]
+        names_out = [a for group in groups_out for a in group]
+        if sorted(names_in) != sorted(names_out) or len(set(names_in)) != len(names_in):
+            raise ShapeError(f"rearrange {pattern!r}: both sides must name the same dims, each once")
         axes: dict[str, int] = {}
         for group, size in zip(groups_in, self.shape, strict=True):
             unknown = [a for a in group if a not in sizes]
@@ -484,6 +519,33 @@ class IndirectColumns(NkiTensor):
 def _groups(side: str) -> list[list[str]]:
     return [g.split() if g.startswith("(") is False else g[1:-1].split()
             for g in re.findall(r"\([^)]*\)|\S+", side)]
+
+
+def axis_index(dim, ndim: int, what: str) -> int:
+    """`dim` as an index into `ndim` dims, negative counting from the end; one outside is refused,
+    never wrapped (numpy raises AxisError there)."""
+    if type(dim) is bool or not isinstance(dim, int | np.integer):
+        raise ShapeError(f"{what}: a dim is an integer, not {dim!r}")
+    if not -ndim <= dim < ndim:
+        raise ShapeError(f"{what}: dim {dim} is outside {ndim} dims", hint=f"use {-ndim}..{ndim - 1}")
+    return int(dim) % ndim
+
+
+def _sequence(value, what: str) -> tuple:
+    if not isinstance(value, tuple | list):
+        raise ShapeError(f"{what}({value!r}): give a tuple or list of dims")
+    return tuple(value)
+
+
+def _index_int(value, key) -> int:
+    """An index part (start, stop, step, size): an integer or a register. Bools, floats, lists and
+    tiles are refused: NKI indexes with integers and `nl.ds` only."""
+    if type(value) is int:
+        return value
+    if type(value) is bool or not (isinstance(value, int | np.integer) or hasattr(value, "read_value")):
+        raise ShapeError(f"index {key!r}: {value!r} is not an integer",
+                         hint="index with ints, slices of ints, nl.ds(start, size) or a register")
+    return _int(value)
 
 
 def _int(value) -> int:
