@@ -10,7 +10,7 @@ import pytest
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.errors import UnsupportedError
+from trnsim.errors import DTypeError, UnsupportedError
 
 RNG = np.random.default_rng(1)
 BF16 = ml_dtypes.bfloat16
@@ -213,8 +213,8 @@ ALU_CASES = {
     "logical_and": lambda a, b: ((a != 0) & (b != 0)).astype(f32),
     "logical_or": lambda a, b: ((a != 0) | (b != 0)).astype(f32),
     "logical_xor": lambda a, b: ((a != 0) ^ (b != 0)).astype(f32),
-    "abs_max": lambda a, b: np.maximum(np.abs(a), np.abs(b)),
-    "abs_min": lambda a, b: np.minimum(np.abs(a), np.abs(b)), "mod": np.mod, "fmod": np.fmod,
+    "abs_max": lambda a, b: np.where(np.abs(a) > np.abs(b), a, b),  # signed; b on a tie
+    "abs_min": lambda a, b: np.where(np.abs(a) < np.abs(b), a, b), "mod": np.mod, "fmod": np.fmod,
     "less": lambda a, b: (a < b).astype(f32), "greater_equal": lambda a, b: (a >= b).astype(f32),
 }
 
@@ -224,7 +224,7 @@ def test_tensor_tensor_alu(op):
     a, b = (np.abs(A) if op == "power" else A), B
     record = OpRecord(op, lambda d, x, y: nisa.tensor_tensor(dst=d, data1=x, data2=y, op=getattr(nl, op)),
                       [a, b], None, (128, 64))
-    result = run_record(record, "trn2")
+    result = run_record(record, "trn3" if op in ("abs_max", "abs_min") else "trn2")  # trn3's operators
     np.testing.assert_allclose(result, ALU_CASES[op](a, b), rtol=1e-5, atol=1e-6)
 
 
@@ -236,6 +236,31 @@ def test_bitwise_ops_on_integers(op, ref):
     record = OpRecord(op, lambda d, x, y: nisa.tensor_tensor(dst=d, data1=x, data2=y, op=getattr(nl, op)),
                       [INTS, other], None, (64, 32), "int32")
     np.testing.assert_array_equal(run_record(record, "trn2"), ref(INTS, other))
+
+
+@pytest.mark.parametrize("call", [
+    lambda d, x, y: nisa.tensor_tensor(dst=d, data1=x, data2=y, op=nl.bitwise_and),
+    lambda d, x, y: nisa.tensor_scalar(dst=d, data=x, op0=nl.bitwise_xor, operand0=-1),
+    lambda d, x, y: nisa.tensor_scalar(dst=d, data=x, op0=nl.add, operand0=1.0, op1=nl.left_shift,
+                                       operand1=2),
+])
+def test_bitwise_ops_refuse_float_tiles(call):
+    """Bitvec operators work on the bits of integer tiles (the ISA's operator table); on fp32 tiles
+    trnsim computed them on truncated values: bitwise_and(1.5, 1.5) gave 1."""
+    record = OpRecord("bitwise", call, [A, B], None, (128, 64))
+    with pytest.raises(DTypeError, match="works on the bits of integer tiles"):
+        run_record(record, "trn2")
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "uint8"])
+def test_matmul_refuses_integer_operands(dtype):
+    """The Tensor Engine takes fp8, bf16, fp16, tf32 and fp32 (nisa.nc_matmul); int32 operands ran
+    in fp32 and lost bits above 2**24."""
+    ints = np.arange(128 * 128, dtype=np.int64).reshape(128, 128).astype(dtype)
+    record = OpRecord("nc_matmul", lambda d, s, m: nisa.nc_matmul(dst=d, stationary=s, moving=m),
+                      [ints, ints], None, (128, 128), "float32", "psum")
+    with pytest.raises(DTypeError, match=f"stationary is {dtype}; the Tensor Engine takes"):
+        run_record(record, "trn2")
 
 
 def _sig(x):

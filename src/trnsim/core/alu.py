@@ -41,11 +41,14 @@ def _logical(fn: Callable) -> Callable:
 
 
 def _abs_max(a, b):
-    return np.maximum(np.abs(a), np.abs(b))
+    """The operand of larger magnitude, sign kept; b on a tie (nki.language.abs_max: abs_max(-5, 3)
+    is -5, abs_max(1, -1) is -1)."""
+    return np.where(np.abs(a) > np.abs(b), a, b)
 
 
 def _abs_min(a, b):
-    return np.minimum(np.abs(a), np.abs(b))
+    """The operand of smaller magnitude, sign kept; b on a tie (nki.language.abs_min)."""
+    return np.where(np.abs(a) < np.abs(b), a, b)
 
 
 def _mod(a, b):
@@ -100,7 +103,14 @@ _REDUCE_UFUNC = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, 
 
 
 REDUCTIONS = frozenset(_REDUCE_UFUNC) | {"abs_max", "abs_min"}
-"""The operators `reduce` takes (the hardware's legal reductions)."""
+"""The operators `reduce` takes (the hardware's legal reductions; abs_max and abs_min only as the
+accumulating `reduce_op` of an instruction, never as an ALU reduction: MAGNITUDE_OPS)."""
+MAGNITUDE_OPS = frozenset({"abs_max", "abs_min"})
+"""Operators that NeuronCore-v4 (trn3) brought (nki.language.abs_max / abs_min: "Available only on
+NeuronCore-v4 (trn3) and newer"); the ISA's operator table marks them not legal as reductions
+(aws-neuron-sdk nki/api/nki.api.shared.rst), while `activation`'s reduce_op lists them
+(nki/api/nki/isa/__init__.py)."""
+MAGNITUDE_OPS_GENERATION = 4
 
 
 def alu(name: str) -> Callable:
@@ -110,14 +120,25 @@ def alu(name: str) -> Callable:
 
 def reduce(name: str, x: np.ndarray, axis) -> np.ndarray:
     """Reduce with an ALU operator that the hardware allows as a reduction."""
-    if name in ("abs_max", "abs_min"):
-        return (np.max if name == "abs_max" else np.min)(np.abs(x), axis=axis)
+    if name in MAGNITUDE_OPS:
+        return _magnitude_reduce(name, np.asarray(x), axis)
     ufunc = _REDUCE_UFUNC[name]  # CHECK has made sure `name` is one of REDUCTIONS
     if name in BITWISE:
         return ufunc.reduce(_as_bits(x), axis=axis)
     if name.startswith("logical"):
         return ufunc.reduce(x != 0, axis=axis).astype(F32)
     return ufunc.reduce(x, axis=axis)
+
+
+def _magnitude_reduce(name: str, x: np.ndarray, axis) -> np.ndarray:
+    """abs_max / abs_min folded along `axis`: the element of extreme magnitude with its sign, the
+    last one on a tie (a fold hands ties to the newer operand)."""
+    axes = tuple(a % x.ndim for a in (axis if isinstance(axis, tuple | list) else (axis,)))
+    moved = np.moveaxis(x, axes, tuple(range(x.ndim - len(axes), x.ndim)))
+    flat = moved.reshape(*moved.shape[:x.ndim - len(axes)], -1)
+    backwards = np.abs(flat)[..., ::-1]
+    pick = np.argmax(backwards, axis=-1) if name == "abs_max" else np.argmin(backwards, axis=-1)
+    return np.take_along_axis(flat, (flat.shape[-1] - 1 - pick)[..., None], axis=-1)[..., 0]
 
 
 def _fit_sin() -> np.polynomial.Polynomial:

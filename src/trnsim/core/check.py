@@ -79,6 +79,11 @@ def _check_params(ins: Instruction, spec, core) -> None:
             continue
         if not _VALID[param.kind](value, param):
             _fail(ArgumentError, ins, f"{key}={_show(value)}; it must be {_expected(param)}")
+        if (param.kind in _OPERATORS and value in alu.MAGNITUDE_OPS
+                and core.generation < alu.MAGNITUDE_OPS_GENERATION):
+            _fail(UnsupportedError, ins, f"{key}={value} needs NeuronCore generation "
+                  f"{alu.MAGNITUDE_OPS_GENERATION} (trn3) or later; {_describe(core)} is generation "
+                  f"{core.generation}", hint="choose a newer target")
         if param.unsupported and value in param.unsupported:
             _fail(UnsupportedError, ins, f"{key}={value} is not emulated", hint="see docs/nki.md")
         if core.generation < param.first_generation:
@@ -125,6 +130,8 @@ def _pattern(value, param: Param) -> bool:
     return (isinstance(value, tuple | list) and len(value) > 0
             and all(_ints(pair, param) and len(pair) == 2 and pair[1] > 0 for pair in value))
 
+
+_OPERATORS = frozenset({Kind.ALU, Kind.ALU_OR_UNARY, Kind.REDUCE})
 
 _VALID = {
     Kind.ALU: lambda value, param: type(value) is str and value in alu.ALU,
@@ -293,7 +300,16 @@ def _matmul_tiling(ins: Instruction, core, rows: int, cols: int) -> None:
 _FP32_OPERANDS = ("float32", "tfloat32")
 
 
+_MATMUL_OPERANDS = frozenset({"bfloat16", "float16", *_FP32_OPERANDS, *FP8_KINDS})
+"""The Tensor Engine's input dtypes: fp8, bf16, fp16, tf32, fp32 (nki.isa.nc_matmul, reference
+nki.md section 1.3); integers are not among them."""
+
+
 def _matmul_dtypes(ins: Instruction, core, a: str, b: str, dst: str, double_row: bool) -> None:
+    for role, dtype in (("stationary", a), ("moving", b)):
+        if dtype not in _MATMUL_OPERANDS:
+            _fail(DTypeError, ins, f"{role} is {dtype}; the Tensor Engine takes fp8, bf16, fp16, tf32 or "
+                  f"fp32 operands", hint="cast with nisa.tensor_copy into a float tile first")
     if (a in _FP32_OPERANDS or b in _FP32_OPERANDS) and a != b:
         _fail(DTypeError, ins, f"operands are {a} and {b}: if one is fp32/tf32 the other must be too")
     if a in FP8_KINDS and b in FP8_KINDS and {a, b} == {"float8_e4m3", "float8_e4m3fn"}:

@@ -83,6 +83,9 @@ def _tensor_scalar(ins: Instruction, core) -> None:
     _op0_operand(ins, core)
     if ins.param("op1") is not None and ins.param("operand1") is None:
         _fail(ArgumentError, ins, f"op1={ins.param('op1')!r} without operand1", hint="pass operand1=")
+    bitwise = [op for op in (ins.param("op0"), ins.param("op1")) if op in alu.BITWISE]
+    if bitwise:
+        _integers(ins, bitwise[0], ins.inputs[0], ins.outputs[0])
 
 
 def _op0_operand(ins: Instruction, core) -> None:
@@ -114,6 +117,8 @@ def _scalar_tensor_tensor(ins: Instruction, core) -> None:
 def _tensor_tensor(ins: Instruction, core) -> None:
     """Both inputs match dst; at most one of them is read from PSUM."""
     same_layout(ins, ins.inputs[1], ins.outputs[0])
+    if ins.param("op") in alu.BITWISE:
+        _integers(ins, ins.param("op"), *ins.inputs[:2], ins.outputs[0])
     if all(region.memory is Memory.PSUM for region in ins.inputs[:2]):
         _fail(KernelError, ins, "both inputs are in PSUM; tensor_tensor reads at most one input from PSUM",
               hint="copy one operand to SBUF first")
@@ -134,17 +139,21 @@ def _tensor_reduce(ins: Instruction, core) -> None:
                    "across partitions")
     kept = prod(shape[1:axes[0]])
     if ins.param("op") in alu.BITWISE:
-        _integers(ins, data, dst)
+        _integers(ins, ins.param("op"), data, dst)
+    if ins.param("op") in alu.MAGNITUDE_OPS:
+        _fail(ArgumentError, ins, f"op={ins.param('op')} is not legal as a reduction (the ISA's operator "
+              f"table)", hint="reduce with maximum/minimum of nl.abs, or activation's reduce_op")
     if _free(dst) != kept:
         _fail(ShapeError, ins, f"dst {list(shape_of(dst))} does not hold the result of reducing axes "
               f"{axes} of {list(shape)}: {data.partition_count} partitions x {kept} values")
 
 
-def _integers(ins: Instruction, *regions: Region) -> None:
-    """Bitvec operators treat elements as bit patterns: integer tiles only (nki.isa.tensor_reduce)."""
+def _integers(ins: Instruction, op: str, *regions: Region) -> None:
+    """Bitvec operators treat elements as bit patterns: integer tiles only ("bitvec ops are for
+    integers", the ISA's operator table; nki.isa.tensor_reduce)."""
     for region in regions:
         if not is_integer(region.dtype):
-            _fail(DTypeError, ins, f"{region.name!r} is {region.dtype}; op={ins.param('op')} works on the "
+            _fail(DTypeError, ins, f"{region.name!r} is {region.dtype}; {op} works on the "
                   f"bits of integer tiles")
 
 
