@@ -181,3 +181,30 @@ def test_creation_loads_and_helpers():
 def test_nl_dropout_rate():
     kept = run(lambda a: nl.dropout(a, 0.5), np.ones((128, 64), np.float32))
     assert set(np.unique(kept)) <= {0.0, 1.0} and 0.4 < (kept == 0).mean() < 0.6
+
+
+def test_a_column_first_operand_is_a_per_partition_scalar_too():
+    """nl.subtract(col, tile) was refused (the result took the column's shape) while
+    nl.subtract(tile, col) worked."""
+    col = B[:, :1].copy()
+    np.testing.assert_array_equal(run(nl.subtract, col, A), col - A)
+    np.testing.assert_array_equal(run(nl.add, col, A), run(nl.add, A, col))
+
+
+def test_rms_norm_over_another_axis_is_refused_not_ignored():
+    """axis=0 gave the last-axis RMSNorm."""
+    with pytest.raises(UnsupportedError, match="only the last axis is emulated"):
+        run(lambda a, w: nl.rms_norm(a, w, axis=0), A, B[:1])
+
+
+def test_a_read_only_input_can_be_written_by_the_kernel():
+    """Writing an input that is a read-only array failed as 'a trnsim bug' (ValueError inside a
+    DMA); the kernel's HBM copy takes the writes and the caller's array is left as it is."""
+    def double_in_place(a):
+        tile = nl.load(a)
+        nl.store(a, nl.multiply(tile, 2.0))
+        return a
+    x = A.copy()
+    x.setflags(write=False)
+    np.testing.assert_array_equal(nki.simulate(double_in_place)(x), A * 2)
+    np.testing.assert_array_equal(x, A)

@@ -578,6 +578,8 @@ class MemorySystem:
             return None, None
         if values is not None:
             data = np.ascontiguousarray(values, dtype.numpy).reshape(-1)
+            if not data.flags.writeable:  # a read-only input (np.frombuffer) that a kernel may write
+                data = data.copy()
         else:
             data = current_runtime().pool.empty(count, dtype.numpy)  # filled on first use: Buffer.values
         written = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from trnsim.errors import ArgumentError
+from trnsim.errors import ArgumentError, UnsupportedError
 from trnsim.nki import isa as nisa
 from trnsim.nki.tensor import NkiTensor
 from trnsim.nki.tensor import axis_index as _axis_index
@@ -42,7 +42,11 @@ def _binary(name: str):
     def op(x, y, dtype=None):
         if not isinstance(x, NkiTensor) and not isinstance(y, NkiTensor):
             raise ArgumentError(f"x and y are both numbers ({x!r}, {y!r}); nl.{name} takes at least one tile")
-        if isinstance(x, NkiTensor) and isinstance(y, NkiTensor) and not _is_column(y, x):
+        both = isinstance(x, NkiTensor) and isinstance(y, NkiTensor)
+        if both and _is_column(x, y) and not _is_column(y, x):  # [P, 1] op [P, F]: the column is operand0
+            out = _new(y.shape, dtype or y.dtype)
+            return nisa.tensor_scalar(dst=out, data=y, op0=name, operand0=x, reverse0=True)
+        if both and not _is_column(y, x):
             out = _new(x.shape, dtype or x.dtype)
             return nisa.tensor_tensor(dst=out, data1=x, data2=y, op=name)
         if isinstance(x, NkiTensor):
@@ -239,7 +243,11 @@ def softmax(x, axis=-1, dtype=None):
 
 
 def rms_norm(x, w, axis=-1, n=None, epsilon=1e-6, dtype=None, compute_dtype=None):
-    """x / sqrt(mean(x^2) + epsilon) * w, for a [P, D] tile and w of shape [1, D] or [P, D]."""
+    """x / sqrt(mean(x^2) + epsilon) * w, for a [P, D] tile and w of shape [1, D] or [P, D]: over
+    the last axis, the one emulated (another is refused rather than ignored)."""
+    if _axis_index(axis, x.ndim, f"nl.rms_norm(axis={axis!r})") != x.ndim - 1:
+        raise UnsupportedError(f"axis={axis!r} on a {x.ndim}-d tile: only the last axis is "
+                               f"emulated", what="nl.rms_norm axis", hint="transpose so the axis is last")
     partitions, width = x.shape[0], x.shape[-1]
     squares, total = _new(x.shape, "float32"), _new((partitions, 1), "float32")
     nisa.activation(dst=squares, op="square", data=x, reduce_op="add", reduce_res=total,
