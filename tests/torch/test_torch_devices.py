@@ -89,3 +89,19 @@ def test_torch_accelerator_memory_calls_answer_for_neuron_and_refuse_what_is_not
     with pytest.raises(UnsupportedError, match="no peaks"):
         torch.accelerator.reset_peak_memory_stats()
     del x
+
+
+def test_an_index_pytorch_wrapped_around_is_explained():
+    """neuron:999 reaches trnsim as neuron:-25 (PyTorch keeps 8 bits); the message said only that."""
+    with pytest.raises(UnsupportedError, match="wraps around in PyTorch"):
+        torch.zeros(1, device="neuron:999")
+
+
+def test_torch_neuron_answers_what_device_generic_code_asks():
+    """torch.cuda-style calls that generic training code makes: answered, or refused by name."""
+    torch.neuron.empty_cache()
+    assert torch.neuron.memory_reserved() == torch.neuron.memory_allocated()
+    assert torch.neuron.is_bf16_supported() is True
+    assert "logical NeuronCore" in torch.neuron.get_device_name()
+    with pytest.raises(UnsupportedError, match="keeps no peaks"):
+        torch.neuron.max_memory_allocated()

@@ -48,3 +48,13 @@ def test_cpu_graphs_compile_unchanged_and_the_hook_is_gone_after_a_neuron_compil
     assert compile_fx.compile_fx is entry
     model, x = _model(), torch.randn(4, 32)
     assert torch.allclose(torch.compile(model)(x), model(x))
+
+
+def test_compile_modes_that_pass_their_own_inner_compiler_work():
+    """mode="reduce-overhead" (and max-autotune) call compile_fx with inner_compile=: trnsim's
+    profiling hook passed it twice (TypeError)."""
+    torch._dynamo.reset()
+    model = _model().to("neuron")
+    x = torch.randn(4, 32, device="neuron")
+    out = torch.compile(model, mode="reduce-overhead")(x)
+    assert out.device.type == "neuron" and torch.allclose(out.cpu(), model(x).cpu())

@@ -246,3 +246,12 @@ def test_in_place_layout_changes_reach_the_callers_tensor(change):
 def test_growing_a_tensor_in_place_raises_instead_of_keeping_a_stale_shape():
     with pytest.raises(UnsupportedError, match=r"aten\.add\.out grew a neuron tensor"):
         torch.add(torch.ones(2, 3, device="neuron"), 1, out=torch.empty(0, device="neuron"))
+
+
+def test_conjugate_views_are_honoured():
+    """(x.conj() * x) came out as x * x: the lazy conjugate bit was ignored below the Python key."""
+    c = torch.tensor([1 + 2j, 3 - 4j])
+    n = c.to("neuron")
+    assert torch.equal((n.conj() * n).sum().cpu(), (c.conj() * c).sum())
+    assert torch.equal((n.conj() + 0).cpu(), c.conj() + 0)
+    assert torch.equal(n.conj().imag.cpu(), c.conj().imag)

@@ -80,3 +80,42 @@ def test_a_hidden_state_left_on_cpu_is_refused_as_cuda_refuses_it():
         on_neuron(torch.randn(5, 3, 8).to("neuron"), torch.zeros(1, 3, 16))
     with torch.inference_mode(), pytest.raises(trnsim.torch.DeviceMismatchError):
         on_neuron(torch.randn(5, 3, 8).to("neuron"), torch.zeros(1, 3, 16))
+
+
+@pytest.mark.parametrize("cls", [torch.nn.LSTMCell, torch.nn.GRUCell])
+def test_cells_give_cpus_values_and_gradients(cls):
+    """On a PrivateUse1 device PyTorch's cells call the fused CUDA-style kernels, which CPU lacks:
+    they raised NotImplementedError."""
+    torch.manual_seed(0)
+    on_cpu = cls(8, 16)
+    on_neuron = cls(8, 16)
+    on_neuron.load_state_dict(on_cpu.state_dict())
+    on_neuron.to("neuron")
+    x = torch.randn(3, 8)
+    expected, got = on_cpu(x), on_neuron(x.to("neuron"))
+    _first(expected).sum().backward()
+    _first(got).sum().backward()
+    assert torch.equal(_first(got).cpu(), _first(expected).detach())
+    assert torch.equal(on_neuron.weight_ih.grad.cpu(), on_cpu.weight_ih.grad)
+
+
+def test_a_retained_graph_backs_up_twice_as_on_cpu():
+    """The second backward raised 'Trying to backward through the graph a second time'."""
+    grads = []
+    for device in ("cpu", "neuron"):
+        torch.manual_seed(0)
+        lstm = torch.nn.LSTM(3, 4, batch_first=True).to(device)
+        out, _ = lstm(torch.randn(2, 5, 3).to(device))
+        out[:, -1].sum().backward(retain_graph=True)
+        out[:, -1].sum().backward()
+        grads.append(lstm.weight_ih_l0.grad.cpu())
+    assert torch.equal(*grads)
+
+
+def test_a_second_derivative_is_refused_not_silently_zero():
+    """A gradient penalty through the LSTM added nothing to the weight gradients on neuron."""
+    lstm = torch.nn.LSTM(3, 4, batch_first=True).to("neuron")
+    x = torch.randn(2, 5, 3, device="neuron", requires_grad=True)
+    out, _ = lstm(x)
+    with pytest.raises(trnsim.UnsupportedError, match="second derivative"):
+        torch.autograd.grad(out.pow(2).sum(), x, create_graph=True)

@@ -62,7 +62,14 @@ def _module() -> types.ModuleType:
         "set_rng_state": lambda state, device=None: torch.set_rng_state(state),
         "get_amp_supported_dtype": lambda: [torch.bfloat16, torch.float16],
         "memory_allocated": memory_allocated,
+        "memory_reserved": memory_allocated,  # no caching allocator: reserved is what is allocated
+        "empty_cache": lambda: None,
         "mem_get_info": mem_get_info,
+        "get_device_name": get_device_name,
+        "is_bf16_supported": lambda including_emulation=True: True,
+        **{name: _no_history(name) for name in ("max_memory_allocated", "max_memory_reserved",
+                                                "memory_stats", "reset_peak_memory_stats",
+                                                "reset_accumulated_memory_stats")},
         "device": _DeviceContext,
         "_utils": types.SimpleNamespace(_get_device_index=_storage_index),
         "Stream": Stream,
@@ -74,6 +81,24 @@ def _module() -> types.ModuleType:
     for name, value in members.items():
         setattr(mod, name, value)
     return mod
+
+
+def get_device_name(device=None) -> str:
+    """The device as `torch.cuda.get_device_name` would name it: the emulated chip and instance."""
+    from trnsim.torch import distributed
+
+    check_index(device if device is not None else tensor.CURRENT[0])
+    chip = distributed.machine().fabric.system.chip.name
+    return f"trnsim-emulated {chip} logical NeuronCore ({distributed.instance()})"
+
+
+def _no_history(name: str):
+    def refuse(*_args, **_kwargs):
+        raise UnsupportedError(f"torch.neuron.{name}: trnsim counts device memory when asked, not at "
+                               "every allocation, so it keeps no peaks or totals",
+                               what=f"torch.neuron.{name}",
+                               hint="torch.neuron.memory_allocated() gives the memory in use now")
+    return refuse
 
 
 class _DeviceContext(contextlib.AbstractContextManager):
@@ -123,7 +148,11 @@ def check_index(device) -> torch.device:
     index = device if isinstance(device, int) else torch.device(device).index
     if index is None:
         return tensor.CURRENT[0]
-    if not 0 <= index < device_count():
+    if index < 0:  # PyTorch keeps a device index in 8 bits: neuron:999 arrives as neuron:-25
+        raise UnsupportedError(f"neuron:{index} does not exist (an index of 128 or more wraps around in "
+                               f"PyTorch); the emulated node has {device_count()} neuron devices",
+                               what=f"neuron:{index}", hint="use an index below torch.neuron.device_count()")
+    if index >= device_count():
         raise UnsupportedError(f"neuron:{index} does not exist: the emulated node has {device_count()} "
                                "neuron devices", what=f"neuron:{index}",
                                hint="use an index below torch.neuron.device_count() (TRNSIM_TARGET and "

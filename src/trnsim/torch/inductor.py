@@ -51,21 +51,25 @@ def _profiled_compilation():
     from torch._functorch import config as functorch_config
     from torch._inductor import compile_fx as module
 
-    compile_fx, compile_inner = module.compile_fx, module.compile_fx_inner
+    compile_fx = module.compile_fx
 
-    def profiled(gm, example_inputs, **kwargs):
-        keys = _keys(gm)
-        compiled = compile_inner(gm, example_inputs, **kwargs)
-        run = getattr(compiled, "current_callable", None)
-        if run is None:
-            warnings.warn(f"inductor compiled a graph as {type(compiled).__name__}, which trnsim cannot "
-                          "wrap: trnsim.torch.profile will not see its ops", ProfileWarning, stacklevel=2)
-        else:
-            compiled.current_callable = _charging(run, keys)
-        return compiled
+    def profiling(compile_inner):
+        def profiled(gm, example_inputs, **kwargs):
+            keys = _keys(gm)
+            compiled = compile_inner(gm, example_inputs, **kwargs)
+            run = getattr(compiled, "current_callable", None)
+            if run is None:
+                warnings.warn(f"inductor compiled a graph as {type(compiled).__name__}, which trnsim "
+                              "cannot wrap: trnsim.torch.profile will not see its ops", ProfileWarning,
+                              stacklevel=2)
+            else:
+                compiled.current_callable = _charging(run, keys)
+            return compiled
+        return profiled
 
-    def compile_with_profile(model_, example_inputs_, **kwargs):
-        return compile_fx(model_, example_inputs_, inner_compile=profiled, **kwargs)
+    def compile_with_profile(model_, example_inputs_, inner_compile=module.compile_fx_inner, **kwargs):
+        # modes other than the default (reduce-overhead, max-autotune) pass their own inner compiler
+        return compile_fx(model_, example_inputs_, inner_compile=profiling(inner_compile), **kwargs)
 
     module.compile_fx = compile_with_profile
     try:

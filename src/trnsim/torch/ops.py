@@ -284,6 +284,15 @@ def item_rule(func, args, kwargs):
     return args[0]._elem.item()
 
 
+def resolved_view_rule(func, args, kwargs):
+    """`conj()` / `_neg_view`: a lazy conjugate or negative bit on the buffer would be ignored by
+    the kernels, which run below the dispatch keys that honour it (`(x.conj() * x)` came out as
+    `x * x`), so the view is made as a tensor of its own: its values, not a view of the base."""
+    elem = unwrap(args[0], func)
+    out = elem.conj_physical() if func._opname == "_conj" else torch.neg(elem)
+    return _finish(func, args, kwargs, [elem], out)
+
+
 def decompose_rule(func, args, kwargs):
     """A composite op that arrived whole (autograd off, e.g. inference_mode): run its decomposition,
     whose parts come back through the op table, as CPU runs the same decomposition."""
@@ -297,6 +306,8 @@ def resolve(func):
         return copy_rule
     if func.namespace == "aten" and name == "_local_scalar_dense":
         return item_rule
+    if func.namespace == "aten" and name in ("_conj", "_neg_view"):
+        return resolved_view_rule
     composite = torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
     if func.namespace == "aten" and name not in FAMILIES and composite:
         return decompose_rule

@@ -13,18 +13,21 @@ from __future__ import annotations
 
 import torch
 
+from trnsim.errors import UnsupportedError
 from trnsim.torch import profiler
 from trnsim.torch.errors import DeviceMismatchError
 from trnsim.torch.tensor import NeuronTensor, buffer_of, device_of, is_sequence_lengths, wrap
 
 OVERLOADS = ("lstm.input", "lstm.data", "gru.input", "gru.data", "rnn_tanh.input", "rnn_tanh.data",
-             "rnn_relu.input", "rnn_relu.data")
+             "rnn_relu.input", "rnn_relu.data", "lstm_cell", "gru_cell")
+"""lstm_cell and gru_cell too: on a PrivateUse1 device PyTorch's cells call the fused CUDA-style
+kernels (_thnn_fused_lstm_cell), which CPU does not have."""
 
 
 def register(kernels: torch.library.Library) -> None:
     for name in OVERLOADS:
-        packet, overload = name.split(".")
-        op = getattr(getattr(torch.ops.aten, packet), overload)
+        packet, _, overload = name.partition(".")
+        op = getattr(getattr(torch.ops.aten, packet), overload or "default")
         kernels.impl(name, _on_buffers(op), "AutogradPrivateUse1")
 
 
@@ -68,7 +71,9 @@ def _on_buffers(op):
             if type(tensor) is not NeuronTensor and not is_sequence_lengths(tensor):
                 raise DeviceMismatchError(op, tensor)
         # CPU's oneDNN path computes differently with gradients on and off: run it as the caller does.
-        return _CpuGraph.apply(op, args, torch.is_grad_enabled(), *tensors)
+        outputs = _CpuGraph.apply(op, args, torch.is_grad_enabled(), *tensors)
+        return outputs[0] if single else outputs
+    single = len(op._schema.returns) == 1
     return kernel
 
 
@@ -81,6 +86,8 @@ class _CpuGraph(torch.autograd.Function):
                   else buffer_of(t) for t in tensors]
         with torch.set_grad_enabled(grad_enabled):
             outputs = op(*_rebuild(args, leaves))
+        if isinstance(outputs, torch.Tensor):
+            outputs = (outputs,)
         active = profiler.current()
         if active is not None:
             active.record(op, _rebuild(args, [leaf.detach() for leaf in leaves]), outputs)
@@ -90,11 +97,17 @@ class _CpuGraph(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
+        if torch.is_grad_enabled():  # create_graph=True: the CPU gradients below would not carry a graph
+            raise UnsupportedError(f"a second derivative through {ctx.op} (backward with "
+                                   "create_graph=True, e.g. a gradient penalty) is not emulated on neuron",
+                                   what=f"{ctx.op} double backward", hint="compute it on CPU")
         wanted = [k for k, leaf in enumerate(ctx.leaves) if leaf.requires_grad]
         pairs = [(output, buffer_of(grad)) for output, grad in zip(ctx.outputs, grads, strict=True)
                  if grad is not None and output.requires_grad]
+        # The CPU graph is kept (it lives as long as this node does) so that a second backward
+        # through a retained graph finds it, as on CPU.
         found = torch.autograd.grad([output for output, _ in pairs], [ctx.leaves[k] for k in wanted],
-                                    [grad for _, grad in pairs], allow_unused=True)
+                                    [grad for _, grad in pairs], allow_unused=True, retain_graph=True)
         active = profiler.current()
         if active is not None:
             active.record(Backward(ctx.op), _rebuild(ctx.args, [leaf.detach() for leaf in ctx.leaves]),
