@@ -255,3 +255,15 @@ def test_conjugate_views_are_honoured():
     assert torch.equal((n.conj() * n).sum().cpu(), (c.conj() * c).sum())
     assert torch.equal((n.conj() + 0).cpu(), c.conj() + 0)
     assert torch.equal(n.conj().imag.cpu(), c.conj().imag)
+
+
+def test_attention_under_inference_mode_takes_cpus_kernel():
+    """inference_mode skips the Autograd-key kernel that picks CPU's fused attention: the op fell
+    to the unfused math path and differed from CPU in the last bits."""
+    torch.manual_seed(1)
+    q = torch.randn(2, 4, 6, 8)
+    with torch.inference_mode():
+        expected = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        on_neuron = q.to("neuron")
+        got = F.scaled_dot_product_attention(on_neuron, on_neuron, on_neuron, is_causal=True)
+    assert torch.equal(got.cpu(), expected)

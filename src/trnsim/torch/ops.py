@@ -13,7 +13,7 @@ import functools
 import torch
 
 from trnsim.errors import UnsupportedError
-from trnsim.torch import fallback, precision, profiler
+from trnsim.torch import attention, fallback, precision, profiler
 from trnsim.torch.device import placement
 from trnsim.torch.tensor import (
     NeuronTensor,
@@ -293,6 +293,12 @@ def resolved_view_rule(func, args, kwargs):
     return _finish(func, args, kwargs, [elem], out)
 
 
+def attention_rule(func, args, kwargs):
+    """SDPA arriving whole (inference_mode skips the Autograd-key kernel): the kernel CPU picks,
+    as with autograd on, not the composite's unfused math path."""
+    return attention.scaled_dot_product_attention(*args, **kwargs)
+
+
 def decompose_rule(func, args, kwargs):
     """A composite op that arrived whole (autograd off, e.g. inference_mode): run its decomposition,
     whose parts come back through the op table, as CPU runs the same decomposition."""
@@ -308,6 +314,8 @@ def resolve(func):
         return item_rule
     if func.namespace == "aten" and name in ("_conj", "_neg_view"):
         return resolved_view_rule
+    if func.namespace == "aten" and name == "scaled_dot_product_attention":
+        return attention_rule
     composite = torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
     if func.namespace == "aten" and name not in FAMILIES and composite:
         return decompose_rule
