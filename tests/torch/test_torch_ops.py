@@ -267,3 +267,10 @@ def test_attention_under_inference_mode_takes_cpus_kernel():
         on_neuron = q.to("neuron")
         got = F.scaled_dot_product_attention(on_neuron, on_neuron, on_neuron, is_causal=True)
     assert torch.equal(got.cpu(), expected)
+
+
+def test_a_tensor_built_from_a_list_of_neuron_scalars():
+    """torch.tensor([loss1, loss2]) raised NotImplementedError for aten::_local_scalar_dense."""
+    losses = [torch.tensor(1.5, device="neuron"), torch.tensor(2.5, device="neuron")]
+    assert torch.equal(torch.tensor(losses), torch.tensor([1.5, 2.5]))
+    assert torch.equal(torch.stack(losses).cpu(), torch.tensor([1.5, 2.5]))

@@ -277,6 +277,8 @@ def register() -> list:
         kernels.impl(op._schema.name + (f".{op._overloadname}" if op._overloadname != "default" else ""),
                      _factory(op), "PrivateUse1")
     kernels.impl("_copy_from", _copy_from, "PrivateUse1")
+    # torch.tensor([loss1, loss2]) reads each 0-d tensor's value below the Python key
+    kernels.impl("_local_scalar_dense", lambda value: tensor.buffer_of(value).item(), "PrivateUse1")
     for name in composite_ops_with_cpu_kernels():
         packet, _, overload = name.partition(".")
         kernels.impl(name, _on_buffers(getattr(getattr(torch.ops.aten, packet), overload or "default")),
