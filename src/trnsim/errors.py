@@ -40,8 +40,10 @@ class SourceLoc:
 
 
 def _is_library_frame(path: str) -> bool:
-    """Frames of importlib and contextlib machinery are never the user's line."""
-    return "<frozen " in path or path.endswith(os.sep + "contextlib.py")
+    """Frames of importlib and contextlib machinery, and the `trnsim` command's launcher script,
+    are never the user's line."""
+    return ("<frozen " in path or path.endswith(os.sep + "contextlib.py")
+            or (os.path.basename(path) == "trnsim" and path == os.path.abspath(sys.argv[0])))
 
 
 class TrnsimError(Exception):

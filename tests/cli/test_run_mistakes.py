@@ -219,3 +219,9 @@ def test_piped_compare_keeps_every_column(tmp_path):
     assert "$35.76 (as of 2025-11-30)[P1]" in price and "$21.96 (as of 2026-08-26)*[P1][P2]" in price
     trn2 = [line for line in lines if line.startswith("  [S5] Amazon EC2 Trn2 Architecture")]
     assert trn2 and "https://" in trn2[0]
+
+
+def test_report_file_names_stay_distinct_when_labels_do_not():
+    """Launch labels `k#1` and `k_1` both became k_1.html: the report directory was then refused."""
+    from trnsim.cli.run import unique_stems
+    assert unique_stems(["k#1", "k_1", "a/b", "a_b", "K#1"]) == ["k_1", "k_1-2", "a_b", "a_b-2", "K_1-3"]

@@ -3,6 +3,7 @@ cannot be costed fails with a TrnsimError naming it."""
 
 import time
 
+import numpy as np
 import pytest
 
 from trnsim import cost
@@ -122,6 +123,11 @@ def test_grouped_query_attention_reads_fewer_kv_bytes():
     (lambda: cost.elementwise(128, engine="tensor"), ConfigError, "tensor"),
     (lambda: cost.norm(128, 128, lnc=4), ConfigError, "lnc=4"),
     (lambda: cost.attention(1, 6, 128, 128, 64, kv_heads=4), ShapeError, "kv_heads"),
+    (lambda: cost.attention(1, 1, 4096, 1, 128), ShapeError, "exceeds kv_len"),  # gave negative FLOPs
+    (lambda: cost.attention(1, 1, 4, 8, 128, causal="no"), ConfigError, "causal='no'"),
+    (lambda: cost.op("matmul", 1, 1, 1, foo=2), ConfigError, "unexpected keyword argument 'foo'"),
+    (lambda: cost.op("matmul", 1), ConfigError, "missing a required argument"),
+    (lambda: cost.op([]), UnsupportedError, "no op family"),
 ])
 def test_what_cannot_be_costed_fails_naming_it(call, error, named):
     with pytest.raises(error, match=named) as raised:
@@ -132,3 +138,7 @@ def test_what_cannot_be_costed_fails_naming_it(call, error, named):
 def test_unknown_target_is_the_catalogs_error():
     with pytest.raises(SpecError, match="trn9"):
         cost.matmul(128, 128, 128, target="trn9")
+
+
+def test_numpy_integers_are_sizes_too():
+    assert cost.matmul(np.int64(256), 128, 512).seconds == cost.matmul(256, 128, 512).seconds

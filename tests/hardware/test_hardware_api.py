@@ -100,3 +100,8 @@ def test_the_package_docstring_example_runs():
 
     result = doctest.testmod(hardware, verbose=False)
     assert result.attempted >= 3 and result.failed == 0
+
+
+def test_a_name_that_is_not_text_is_a_spec_error():
+    with pytest.raises(SpecError, match="must be text"):
+        hardware.find(None)

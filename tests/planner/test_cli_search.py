@@ -66,3 +66,54 @@ def test_plan_compare_prints_days_dollars_sources_and_break_even(roofline_costs,
     out = capsys.readouterr().out
     assert code == 0 and "[P1][P2]" in out and "unknown (--price)" in out
     assert "pays back" in out or "never pays back" in out
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan", "train", "--model", "llama-3.1-8b", "--tp", "-1"],           # was tp-1, -219 sequences/s
+    ["plan", "train", "--model", "llama-3.1-8b", "--global-batch", "-64"],
+    ["plan", "train", "--model", "llama-3.1-8b", "--train-tokens", "nan"],  # was "nan days, $nan"
+    ["plan", "train", "--model", "llama-3.1-8b", "--price", "inf"],
+    ["plan", "train", "--model", "llama-3.1-8b", "--microbatch", "0"],     # was a ZeroDivisionError
+    ["plan", "serve", "--model", "llama-3.1-8b", "--seq-out", "0"],
+    ["plan", "serve", "--model", "llama-3.1-8b", "--tpot-ms", "0"],        # was silently ignored
+    ["plan", "search", "--model", "llama-3.1-8b", "--top", "-2"],
+    ["plan", "compare", "--model", "llama-3.1-8b", "--train-tokens", "1e12", "--chips", "0"],
+])
+def test_plan_refuses_nonsense_numbers_before_it_runs(argv, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2 and "error: argument" in capsys.readouterr().err
+
+
+def test_planner_api_refuses_counts_below_one():
+    from trnsim.errors import ConfigError
+    from trnsim.planner import serving, training
+    for plan in (training.TrainPlan(tp=0), training.TrainPlan(microbatch=-1), training.TrainPlan(interleave=2)):
+        with pytest.raises(ConfigError):
+            training.train("llama-2-7b", "trn1.32xlarge", 1, plan)
+    with pytest.raises(ConfigError, match="seq_out=0"):
+        serving.serve("llama-2-7b", "trn1.32xlarge", serving.ServePlan(tp=32, seq_out=0))
+    with pytest.raises(ConfigError, match="positive dollars"):
+        training.machine("trn1.32xlarge").price(float("nan"))
+
+
+def test_a_price_given_for_several_instances_fills_in_only_the_unpriced(roofline_costs, capsys):
+    """--price 43.26 replaced every catalog price (trn2.48xlarge at 4 x $43.26/h)."""
+    code = main(["plan", "compare", "--model", "llama-2-7b", "--train-tokens", "1e11", "--seq", "4096",
+                 "--global-batch", "256", "--instance", "trn2.48xlarge", "Trn2 UltraServer", "--price", "400",
+                 "--json"])
+    jobs = {job["instance"]: job for job in json.loads(capsys.readouterr().out)}
+    assert code == 0 and jobs["trn2.48xlarge"]["price_source"] != "given by the user"
+    assert jobs["Trn2 UltraServer"]["price_source"] == "given by the user"
+
+
+def test_break_even_names_the_instance_without_a_price(capsys):
+    from types import SimpleNamespace
+
+    from trnsim.cli import plan as plan_command
+    from trnsim.cli.specs import console
+    jobs = [SimpleNamespace(instance="a", usd=None), SimpleNamespace(instance="b", usd=10.0),
+            SimpleNamespace(instance="c", usd=None)]
+    plan_command._break_even(console(), jobs, SimpleNamespace(monthly_spend=100.0, engineering_cost=0.0))
+    out = capsys.readouterr().out
+    assert "a -> b: no price for a," in out and "a -> c: no price for a and c" in out

@@ -53,6 +53,8 @@ def test_custom_replica_groups_and_nodes(capsys, tmp_path):
     (["nccom", "allr", "-r", "16", "--stats", "p50"], "avg"),
     (["nccom", "allr", "-r", "16", "--target", "trn9"], "--target"),
     (["nccom", "allr", "-r", "16", "-b", "1M", "-e", "1K"], "above"),
+    (["nccom", "allr", "-r", "16", "-b", "1M", "-e", "1G", "-i", "1"], "at most 10,000"),  # was a 10 GB hang
+    (["nccom", "allr", "-r", "16", "--plot", "b.txt"], "its name must end in one of"),
 ])
 def test_mistakes_are_one_line_errors(capsys, argv, text):
     assert main(argv) == 2
@@ -119,3 +121,16 @@ def test_trnsim_run_ranks_launches_every_kernel_on_n_ranks(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "total 128.0" in out and "summed" in out  # 4 ranks' ones summed: 4 x 32 elements
     assert main(["run", "--ranks", "0", str(script)]) == 2
+
+
+def test_pictures_need_a_picture_suffix_and_make_their_folder(tmp_path, capsys):
+    """A name without a picture suffix wrote noext.png (not the path given), and a missing folder
+    was a matplotlib traceback; --plot-ranks with a non-number was a ValueError traceback."""
+    plan = ["plan", "train", "--model", "llama-2-7b", "--instance", "trn1.32xlarge", "--plot"]
+    assert main([*plan, str(tmp_path / "noext")]) == 2
+    assert "its name must end in one of" in capsys.readouterr().err
+    assert not (tmp_path / "noext").exists() and not (tmp_path / "noext.png").exists()
+    assert main([*plan, str(tmp_path / "new" / "plan.png")]) == 0
+    assert (tmp_path / "new" / "plan.png").stat().st_size > 1000
+    with pytest.raises(SystemExit):
+        main(["nccom", "allr", "-r", "16", "--plot", str(tmp_path / "b.png"), "--plot-ranks", "4,x"])

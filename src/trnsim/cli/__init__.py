@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import os
 import sys
 
@@ -61,6 +62,34 @@ def _debug() -> bool:
         return current().debug
     except TrnsimError:
         return False
+
+
+def count(minimum: int = 1):
+    """An argparse type: a whole number of at least `minimum` (a count of nodes, ranks, tokens)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below {minimum}")
+        return value
+    parse.__name__ = "count"
+    return parse
+
+
+def amount(zero: bool = False):
+    """An argparse type: a finite number above 0 (or at least 0 with `zero`): prices, tokens, ms."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+            raise argparse.ArgumentTypeError(f"{text} must be a finite number {'>= 0' if zero else '> 0'}")
+        return value
+    parse.__name__ = "amount"
+    return parse
 
 
 def one_line(message: str) -> str:

@@ -20,8 +20,10 @@ import re
 from pathlib import Path
 
 from trnsim import system
+from trnsim.cli import count
 from trnsim.errors import ConfigError
 from trnsim.system.collectives import dtype_bytes, operation
+from trnsim.timing.perfetto import write_atomic
 
 TARGETS = {"trn1": "trn1.32xlarge", "trn2": "trn2.48xlarge", "trn3": "Trn3 Gen1 UltraServer"}
 """The system `--target` picks for a generation."""
@@ -58,7 +60,15 @@ def sizes(minbytes: int, maxbytes: int, stepbytes: int | None, stepfactor: float
     step = stepbytes if stepbytes is not None else max((maxbytes - minbytes) // 10, 1)
     if step <= 0:
         raise ConfigError(f"-i must be positive, got {step}")
-    return list(range(minbytes, maxbytes + 1, step))
+    found = range(minbytes, maxbytes + 1, step)
+    if len(found) > MAX_SIZES:
+        raise ConfigError(f"-b {minbytes} -e {maxbytes} -i {step} makes {len(found):,} sizes; "
+                          f"trnsim prints at most {MAX_SIZES:,}", hint="use a larger -i, or -f")
+    return list(found)
+
+
+MAX_SIZES = 10_000
+"""Sizes one run prints at most: each is a table row."""
 
 
 def instance_of(args: argparse.Namespace) -> str:
@@ -134,6 +144,11 @@ def report(args: argparse.Namespace, rows: list[dict]) -> dict:
             "results": [{key: row[key] for key in keep} for row in rows]}
 
 
+def _rank_list(text: str) -> list[int]:
+    """--plot-ranks: comma-separated rank counts, each at least 1."""
+    return [count()(part) for part in text.split(",")]
+
+
 def run(args: argparse.Namespace) -> int:
     if args.op is None:
         raise ConfigError("name the collective: e.g. `trnsim nccom allr -r 16` or --op all_reduce")
@@ -143,11 +158,15 @@ def run(args: argparse.Namespace) -> int:
     rows = results(args)
     document = report(args, rows)
     if args.report_to_json_file:
-        Path(args.report_to_json_file).write_text(json.dumps(document, indent=4) + "\n")
+        try:
+            write_atomic(args.report_to_json_file, json.dumps(document, indent=4) + "\n")
+        except OSError as error:
+            raise ConfigError(f"cannot write {args.report_to_json_file!r}: {error.strerror or error}") \
+                from None
     if args.plot:
         from trnsim.system.pictures import busbw_plot
 
-        ranks = [int(r) for r in args.plot_ranks.split(",")] if args.plot_ranks else [args.nworkers]
+        ranks = args.plot_ranks or [args.nworkers]
         busbw_plot(operation(args.op), [row["size(B)"] for row in rows], ranks, instance_of(args),
                    args.datatype, args.plot)
     if args.json:
@@ -183,7 +202,8 @@ def register(subparsers) -> None:
     parser.add_argument("--algorithm", default=None, help="force one: mesh, mesh1, ring, kangaring, rdh")
     parser.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     parser.add_argument("--plot", metavar="PNG", help="draw busbw against size")
-    parser.add_argument("--plot-ranks", metavar="LIST", help="rank counts to plot, e.g. 4,16,64")
+    parser.add_argument("--plot-ranks", metavar="LIST", type=_rank_list,
+                        help="rank counts to plot, e.g. 4,16,64")
     parser.set_defaults(run=_run_with_op)
 
 

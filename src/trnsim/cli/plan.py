@@ -17,6 +17,7 @@ import json
 from rich.progress import Progress
 from rich.table import Table
 
+from trnsim.cli import amount, count
 from trnsim.cli.specs import console
 from trnsim.errors import TrnsimError
 from trnsim.planner import economics, memory, plots, serving, training
@@ -28,6 +29,11 @@ SERVE_INSTANCES = ("inf2.48xlarge", "trn1.32xlarge", "trn2.48xlarge")
 
 def _money(value: float | None) -> str:
     return "unknown (--price)" if value is None else f"${value:,.2f}"
+
+
+def _fill_in_price(args, instance: str) -> float | None:
+    """--price for an instance the catalog has no price for; a catalog price stays."""
+    return args.price if training.machine(instance).spec.usd_per_hour is None else None
 
 
 def _train_plan(args) -> training.TrainPlan:
@@ -94,7 +100,7 @@ def _best_serving(args, instance: str, progress) -> tuple[serving.ServeResult | 
     found = []
     for plan in _serve_candidates(args, instance):
         try:
-            result = serving.serve(args.model, instance, plan, price=args.price)
+            result = serving.serve(args.model, instance, plan, price=_fill_in_price(args, instance))
         except TrnsimError as error:
             return None, str(error).splitlines()[0]
         progress()
@@ -107,7 +113,10 @@ def _best_serving(args, instance: str, progress) -> tuple[serving.ServeResult | 
 
 
 def run_serve(args) -> int:
+    """Exit code 1 when no instance has a plan (each row says why)."""
     instances = args.instance or list(SERVE_INSTANCES)
+    for instance in instances:
+        training.machine(instance)  # an unknown name is the command's error, not a row of its table
     rows = []
     with Progress(console=console(stderr=True), transient=True, disable=args.json) as bar:
         task = bar.add_task("plans", total=sum(len(_serve_candidates(args, i)) for i in instances))
@@ -132,7 +141,7 @@ def run_serve(args) -> int:
                       _money(result.usd_per_million_tokens()),
                       result.price_source)
     console().print(table)
-    return 0
+    return 0 if any(result is not None for _, result, _ in rows) else 1
 
 
 def run_compare(args) -> int:
@@ -142,10 +151,11 @@ def run_compare(args) -> int:
         for instance in instances:
             task = bar.add_task(instance, total=None)
             nodes = args.nodes or max(1, args.chips // training.machine(instance).spec.accelerators)
+            def progress(done, total, task=task):
+                bar.update(task, completed=done, total=total)
             jobs.append(economics.training_job(
                 args.model, instance, nodes, args.train_tokens, global_batch=args.global_batch, seq=args.seq,
-                price=args.price, progress=lambda done, total, task=task: bar.update(task, completed=done,
-                                                                                      total=total)))
+                price=_fill_in_price(args, instance), progress=progress))
     if args.json:
         print(json.dumps([job.__dict__ for job in jobs], indent=2, default=str))
         return 0
@@ -170,7 +180,11 @@ def _break_even(out, jobs, args) -> None:
     for job in jobs[1:]:
         saved = economics.savings(current.usd, job.usd)
         if saved is None:
-            out.print(f"{job.instance}: no price, no break-even")
+            unpriced = " and ".join(j.instance for j in (current, job) if j.usd is None)
+            out.print(f"{current.instance} -> {job.instance}: no price for {unpriced}, no break-even")
+            continue
+        if saved == 0:
+            out.print(f"{current.instance} -> {job.instance}: the same cost; nothing to pay back")
             continue
         months = economics.break_even_months(args.monthly_spend, saved, args.engineering_cost)
         out.print(f"{current.instance} -> {job.instance}: saves {100 * saved:.0f}% "
@@ -216,14 +230,19 @@ def _common(parser, instance_nargs=None) -> None:
                             help="instance names (default: a comparison set)")
     else:
         parser.add_argument("--instance", default="trn2.48xlarge")
-    parser.add_argument("--price", type=float, help="$ per instance-hour, when the catalog has none")
+    if instance_nargs:
+        parser.add_argument("--price", type=amount(), help="$ per instance-hour for instances the catalog "
+                            "has no price for")
+    else:
+        parser.add_argument("--price", type=amount(), help="$ per instance-hour (instead of the catalog's "
+                            "on-demand price)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def _training_options(parser) -> None:
-    parser.add_argument("--nodes", type=int, default=1)
-    parser.add_argument("--global-batch", type=int, default=1024, help="sequences per step")
-    parser.add_argument("--seq", type=int, default=0, help="sequence length (default: the model's)")
+    parser.add_argument("--nodes", type=count(), default=1)
+    parser.add_argument("--global-batch", type=count(), default=1024, help="sequences per step")
+    parser.add_argument("--seq", type=count(0), default=0, help="sequence length (default: the model's)")
     parser.add_argument("--precision", default="bf16+fp32opt", choices=list(memory.RECIPES))
 
 
@@ -235,33 +254,34 @@ def register(subparsers) -> None:
     _common(train)
     _training_options(train)
     for name, default in (("tp", 1), ("pp", 1), ("dp", 0), ("ep", 1), ("microbatch", 1), ("interleave", 1)):
-        train.add_argument(f"--{name}", type=int, default=default)
+        train.add_argument(f"--{name}", type=count(default), default=default)  # dp 0: all ranks left
     train.add_argument("--zero", default="zero1", choices=memory.ZERO)
     train.add_argument("--recompute", default="selective", choices=memory.RECOMPUTE)
-    train.add_argument("--train-tokens", type=float, help="also print time and $ for this many tokens")
+    train.add_argument("--train-tokens", type=amount(), help="also print time and $ for this many tokens")
     train.add_argument("--plot", help="write memory and step-time breakdowns to this image file")
     train.set_defaults(run=run_train)
     serve = commands.add_parser("serve", help="TTFT, TPOT and $ per million tokens per instance")
     _common(serve, instance_nargs="+")
     for name, default in (("tp", 0), ("batch", 0), ("concurrency", 0), ("seq-in", 128), ("seq-out", 128)):
-        serve.add_argument(f"--{name}", type=int, default=default)
+        serve.add_argument(f"--{name}", type=count(min(default, 1)), default=default)  # 0: tried in turn
     serve.add_argument("--weights", choices=list(serving.WEIGHTS))
-    serve.add_argument("--tpot-ms", type=float, help="latency target: time per output token, ms")
+    serve.add_argument("--tpot-ms", type=amount(), help="latency target: time per output token, ms")
     serve.set_defaults(run=run_serve)
     compare = commands.add_parser("compare", help="the same training job on Trn1/Trn2/Trn3/GPU")
     _common(compare, instance_nargs="+")
     _training_options(compare)
-    compare.add_argument("--chips", type=int, default=64,
+    compare.add_argument("--chips", type=count(), default=64,
                          help="accelerators per instance kind (sets --nodes)")
     compare.set_defaults(nodes=0)
-    compare.add_argument("--train-tokens", type=float, required=True)
-    compare.add_argument("--monthly-spend", type=float, help="$ per month now spent on the first instance")
-    compare.add_argument("--engineering-cost", type=float, default=0.0, help="one-off $ cost of moving")
+    compare.add_argument("--train-tokens", type=amount(), required=True)
+    compare.add_argument("--monthly-spend", type=amount(), help="$ per month now spent on the first instance")
+    compare.add_argument("--engineering-cost", type=amount(zero=True), default=0.0,
+                         help="one-off $ cost of moving")
     compare.set_defaults(run=run_compare)
     find = commands.add_parser("search", help="every plan that fits, ranked")
     _common(find)
     _training_options(find)
     find.add_argument("--rank-by", default="time", choices=list(RANKINGS))
-    find.add_argument("--top", type=int, default=10)
+    find.add_argument("--top", type=count(), default=10)
     find.add_argument("--plot", help="write the cost-vs-time Pareto front to this image file")
     find.set_defaults(run=run_search)

@@ -34,7 +34,7 @@ from trnsim import hardware
 from trnsim.cli.specs import console as wide_console
 from trnsim.errors import ConfigError, SpecError, TrnsimError, UnsupportedError
 from trnsim.nki import collectives
-from trnsim.reports.kernel import DEFAULT_TARGETS, KernelProfile, summary_table
+from trnsim.reports.kernel import DEFAULT_TARGETS, KernelProfile, safe_name, summary_table
 from trnsim.timing.profile import profile_trace
 
 
@@ -246,6 +246,20 @@ def profile_launches(launches, targets: list[str], console: Console) -> list[Ker
     return profiles
 
 
+def unique_stems(labels: list[str]) -> list[str]:
+    """A file stem per launch label, distinct even where two labels differ only in characters a
+    file name cannot hold (`k#1` and `k_1`), or in case: a later one gets -2, -3, ..."""
+    taken, stems = set(), []
+    for label in labels:
+        stem = base = safe_name(label)
+        number = 2
+        while stem.lower() in taken:
+            stem, number = f"{base}-{number}", number + 1
+        taken.add(stem.lower())
+        stems.append(stem)
+    return stems
+
+
 def write_reports(profiles: list[KernelProfile], directory: Path) -> list[Path]:
     """Every launch's HTML and Perfetto files into `directory`, which gets all of them or none.
 
@@ -256,7 +270,9 @@ def write_reports(profiles: list[KernelProfile], directory: Path) -> list[Path]:
     created = None if directory == base else base / directory.relative_to(base).parts[0]
     try:
         with tempfile.TemporaryDirectory(dir=base, prefix=STAGING_PREFIX) as staging:
-            written = [path for item in profiles for path in item.write(staging)]
+            stems = unique_stems([item.name for item in profiles])
+            written = [path for item, stem in zip(profiles, stems, strict=True)
+                       for path in item.write(staging, stem)]
             directory.mkdir(parents=True, exist_ok=True)
             moved = [path.replace(directory / path.name) for path in written]
     except OSError as error:

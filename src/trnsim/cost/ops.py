@@ -8,7 +8,10 @@ Tensor Engine work (2 per multiply-add of a matmul); `bytes` the compulsory HBM 
 from __future__ import annotations
 
 import functools
+import inspect
 import math
+
+import numpy as np
 
 from trnsim.cost import blocked
 from trnsim.cost.blocked import Blocked, Timed
@@ -29,7 +32,7 @@ ENGINE_OPS = {"vector": "tensor", "scalar": "activation"}
 
 def _positive(op: str, **sizes) -> None:
     for name, value in sizes.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < 1:
             raise ShapeError(f"cost.{op}: {name} must be a positive integer, got {value!r}", op=op)
 
 
@@ -224,6 +227,11 @@ def attention(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int, kv
     if heads % kv_heads:
         raise ShapeError(f"cost.attention: heads ({heads}) must be a multiple of kv_heads ({kv_heads})",
                          op="attention")
+    if causal is not True and causal is not False:
+        raise ConfigError(f"cost.attention: causal={causal!r}; it must be True or False")
+    if q_len > kv_len:
+        raise ShapeError(f"cost.attention: q_len {q_len} exceeds kv_len {kv_len}; the queries are the last "
+                         f"q_len of the kv_len positions", op="attention")
     kept = 1.0 - (q_len - 1) / (2.0 * kv_len) if causal else 1.0  # fraction of (query, key) pairs
     flops = 4.0 * batch * heads * q_len * kv_len * head_dim * kept
     traffic = batch * (2 * heads * q_len * head_dim + 2 * kv_heads * kv_len * head_dim) * DTYPE_BYTES[dtype]
@@ -252,8 +260,13 @@ FAMILIES = {"matmul": matmul, "attention": attention, "elementwise": elementwise
 
 def op(name: str, *args, **kwargs) -> OpCost:
     """The cost of op family `name` (a key of FAMILIES) with that family's arguments."""
-    family = FAMILIES.get(name)
+    family = FAMILIES.get(name) if isinstance(name, str) else None
     if family is None:
-        raise UnsupportedError(f"cost.op: no op family {name!r}", what=name,
+        raise UnsupportedError(f"cost.op: no op family {name!r}", what=str(name),
                                hint=f"one of {', '.join(FAMILIES)}")
+    try:
+        inspect.signature(family).bind(*args, **kwargs)
+    except TypeError as error:
+        raise ConfigError(f"cost.op({name!r}, ...): {error}",
+                          hint=f"cost.{name}{inspect.signature(family)}") from None
     return family(*args, **kwargs)

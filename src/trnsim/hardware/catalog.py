@@ -76,6 +76,8 @@ class Catalog:
     def find(self, name: str) -> list[object]:
         """Every instance, chip, core and cost table `name` names ("trn2" is a chip and a core)."""
         kinds = ("instance", "chip", "core", "cost_table")
+        if not isinstance(name, str):
+            raise SpecError(f"a hardware name must be text, got {name!r}")
         found = [self.get(kind, name) for kind in kinds if normalize(name) in self.index[kind]]
         if not found:
             close = list(dict.fromkeys(c for kind in kinds for c in self.close_matches(kind, name)))[:5]

@@ -3,6 +3,7 @@ one rank holds and does, all read from trnsim.hardware; and what an hour of it c
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from trnsim import hardware, system
@@ -62,7 +63,7 @@ class Machine:
     def price(self, override: float | None = None) -> Price:
         """The on-demand price from the catalog, the user's `override`, or unknown (never invented)."""
         if override is not None:
-            if override <= 0:
+            if not override > 0 or not math.isfinite(override):  # NaN fails the first test
                 raise ConfigError(f"--price must be positive dollars per hour, got {override}")
             return Price(override, "given by the user")
         if self.spec.usd_per_hour is None:

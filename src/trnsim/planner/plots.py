@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from trnsim.system.pictures import save
+
 GIB = 2**30
 
 
@@ -31,8 +33,10 @@ def breakdowns(result, path: str) -> None:
     title = f"{result.model} on {result.nodes} x {result.instance}: {result.plan.label()}"
     figure.suptitle(title, fontsize=9)
     figure.tight_layout()
-    figure.savefig(path)
-    plt.close(figure)
+    try:
+        save(figure, path)
+    finally:
+        plt.close(figure)
 
 
 def pareto_front(points: list[tuple[float, float]]) -> list[int]:
@@ -58,5 +62,7 @@ def pareto(found, path: str) -> None:
     axis.set_ylabel("$ per step")
     axis.set_title(f"{found.model} on {found.nodes} x {found.instance}", fontsize=9)
     figure.tight_layout()
-    figure.savefig(path)
-    plt.close(figure)
+    try:
+        save(figure, path)
+    finally:
+        plt.close(figure)

@@ -82,6 +82,15 @@ class TrainResult:
 
 def check(mdl: Model, mach: Machine, nodes: int, plan: TrainPlan) -> None:
     """ConfigError, saying what would divide, for a plan the model or machine cannot run."""
+    counts = {"nodes": nodes, "tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "ep": plan.ep,
+              "microbatch": plan.microbatch, "global_batch": plan.global_batch, "interleave": plan.interleave}
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name}={value!r}: it must be a whole number of at least 1")
+    if isinstance(plan.seq, bool) or not isinstance(plan.seq, int) or plan.seq < 0:
+        raise ConfigError(f"seq={plan.seq!r}: it must be a whole number (0: the model's length)")
+    if plan.interleave > 1 and plan.pp == 1:
+        raise ConfigError(f"interleave {plan.interleave} needs pipeline stages to interleave (pp > 1)")
     if mdl.heads % plan.tp or (mdl.kv_heads % plan.tp and plan.tp % mdl.kv_heads):
         raise ConfigError(f"tp {plan.tp} does not divide {mdl.name}'s {mdl.heads} heads "
                           f"({mdl.kv_heads} KV heads)", hint=f"tp in {_divisors(mdl.heads)}")

@@ -3,10 +3,13 @@ several rank counts, and a system's chip network."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
+from trnsim.errors import ConfigError
 from trnsim.system.collectives import collective_time
 from trnsim.system.topology import Machine, chip_group
+from trnsim.timing.perfetto import write_atomic
 
 
 def _pyplot():
@@ -17,6 +20,23 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def save(figure, path: str | Path, dpi: int | None = None) -> Path:
+    """Write a matplotlib figure in the format its file name ends in (an unknown or missing one is
+    refused) and all at once (`write_atomic`): a failure leaves no half-written picture."""
+    path = Path(path)
+    formats = figure.canvas.get_supported_filetypes()
+    suffix = path.suffix.lstrip(".").lower()
+    if suffix not in formats:
+        raise ConfigError(f"cannot write a picture to {str(path)!r}: its name must end in one of "
+                          f".{', .'.join(sorted(formats))}")
+    image = io.BytesIO()
+    figure.savefig(image, dpi=dpi, format=suffix)
+    try:
+        return write_atomic(path, image.getvalue())
+    except OSError as error:
+        raise ConfigError(f"cannot write {str(path)!r}: {error.strerror or error}") from None
 
 
 def busbw_plot(op: str, sizes: list[int], ranks: list[int], instance: str, dtype: str,
@@ -34,9 +54,10 @@ def busbw_plot(op: str, sizes: list[int], ranks: list[int], instance: str, dtype
     axes.grid(True, alpha=0.3)
     axes.legend()
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return Path(path)
+    try:
+        return save(figure, path, dpi=120)
+    finally:
+        plt.close(figure)
 
 
 def topology_picture(instance: str, path: str | Path) -> Path:
@@ -82,6 +103,7 @@ def topology_picture(instance: str, path: str | Path) -> Path:
     axes.set_title("\n".join(lines), fontsize=8)
     axes.set_axis_off()
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
-    return Path(path)
+    try:
+        return save(figure, path, dpi=120)
+    finally:
+        plt.close(figure)

@@ -69,14 +69,15 @@ def _umask() -> int:
     return mask
 
 
-def write_atomic(path: str | Path, text: str) -> Path:
-    """Write `text` to a temporary file beside `path`, then rename: never a half-written file."""
+def write_atomic(path: str | Path, content: str | bytes) -> Path:
+    """Write `content` (text as UTF-8) to a temporary file beside `path`, then rename: never a
+    half-written file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(content.encode() if isinstance(content, str) else content)
         os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
         os.replace(temporary, path)
     except BaseException:
