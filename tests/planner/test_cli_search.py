@@ -88,7 +88,8 @@ def test_plan_refuses_nonsense_numbers_before_it_runs(argv, capsys):
 def test_planner_api_refuses_counts_below_one():
     from trnsim.errors import ConfigError
     from trnsim.planner import serving, training
-    for plan in (training.TrainPlan(tp=0), training.TrainPlan(microbatch=-1), training.TrainPlan(interleave=2)):
+    for plan in (training.TrainPlan(tp=0), training.TrainPlan(microbatch=-1),
+                 training.TrainPlan(interleave=2)):
         with pytest.raises(ConfigError):
             training.train("llama-2-7b", "trn1.32xlarge", 1, plan)
     with pytest.raises(ConfigError, match="seq_out=0"):
