@@ -229,9 +229,9 @@ def attention(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int, kv
                          op="attention")
     if causal is not True and causal is not False:
         raise ConfigError(f"cost.attention: causal={causal!r}; it must be True or False")
-    if q_len > kv_len:
-        raise ShapeError(f"cost.attention: q_len {q_len} exceeds kv_len {kv_len}; the queries are the last "
-                         f"q_len of the kv_len positions", op="attention")
+    if causal and q_len > kv_len:
+        raise ShapeError(f"cost.attention: causal with q_len {q_len} above kv_len {kv_len}; causal queries "
+                         f"are the last q_len of the kv_len positions", op="attention")
     kept = 1.0 - (q_len - 1) / (2.0 * kv_len) if causal else 1.0  # fraction of (query, key) pairs
     flops = 4.0 * batch * heads * q_len * kv_len * head_dim * kept
     traffic = batch * (2 * heads * q_len * head_dim + 2 * kv_heads * kv_len * head_dim) * DTYPE_BYTES[dtype]
