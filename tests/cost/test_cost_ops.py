@@ -142,3 +142,8 @@ def test_unknown_target_is_the_catalogs_error():
 
 def test_numpy_integers_are_sizes_too():
     assert cost.matmul(np.int64(256), 128, 512).seconds == cost.matmul(256, 128, 512).seconds
+
+
+def test_cross_attention_may_have_more_queries_than_keys():
+    found = cost.attention(1, 2, 512, 128, 64, causal=False)
+    assert found.seconds > 0 and found.flops == 4.0 * 2 * 512 * 128 * 64
