@@ -108,13 +108,25 @@ def test_a_price_given_for_several_instances_fills_in_only_the_unpriced(roofline
     assert jobs["Trn2 UltraServer"]["price_source"] == "given by the user"
 
 
-def test_break_even_names_the_instance_without_a_price(capsys):
+def test_break_even_names_the_instance_without_a_price():
     from types import SimpleNamespace
 
     from trnsim.cli import plan as plan_command
-    from trnsim.cli.specs import console
     jobs = [SimpleNamespace(instance="a", usd=None), SimpleNamespace(instance="b", usd=10.0),
             SimpleNamespace(instance="c", usd=None)]
-    plan_command._break_even(console(), jobs, SimpleNamespace(monthly_spend=100.0, engineering_cost=0.0))
-    out = capsys.readouterr().out
-    assert "a -> b: no price for a," in out and "a -> c: no price for a and c" in out
+    args = SimpleNamespace(monthly_spend=100.0, engineering_cost=0.0)
+    said = [plan_command._said(move, args) for move in plan_command._break_evens(jobs, args)]
+    assert said == ["a -> b: no price for a, no break-even", "a -> c: no price for a and c, no break-even"]
+
+
+def test_json_keeps_the_token_budget_and_the_break_even(roofline_costs, capsys):
+    """--json left out the days and dollars of --train-tokens and the break-even of --monthly-spend."""
+    assert main(["plan", "train", "--model", "llama-2-7b", "--instance", "trn1.32xlarge", "--tp", "8",
+                 "--global-batch", "64", "--train-tokens", "1e9", "--json"]) == 0
+    budget = json.loads(capsys.readouterr().out)["train_tokens"]
+    assert budget["tokens"] == 1e9 and budget["days"] > 0 and budget["usd"] > 0
+    assert main(["plan", "compare", "--model", "llama-2-7b", "--train-tokens", "1e11", "--seq", "4096",
+                 "--global-batch", "256", "--instance", "trn1.32xlarge", "trn2.48xlarge",
+                 "--monthly-spend", "10000", "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert [move["to"] for move in found["break_even"]] == ["trn2.48xlarge"] and len(found["jobs"]) == 2

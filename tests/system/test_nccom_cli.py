@@ -134,3 +134,15 @@ def test_pictures_need_a_picture_suffix_and_make_their_folder(tmp_path, capsys):
     assert (tmp_path / "new" / "plan.png").stat().st_size > 1000
     with pytest.raises(SystemExit):
         main(["nccom", "allr", "-r", "16", "--plot", str(tmp_path / "b.png"), "--plot-ranks", "4,x"])
+
+
+@pytest.mark.parametrize("argv, text", [
+    (["nccom", "allr", "--op", "allg", "-r", "64"], "two collectives named"),  # ran all_gather
+    (["nccom", "allr", "-r", "64", "--target", "trn1", "--instance", "trn2.48xlarge"],
+     "both name the system"),
+    (["nccom", "allr", "-r", "16", "--plot-ranks", "4"], "--plot-ranks without --plot"),
+    (["specs", "--picture", "x.png"], "--picture draws a --topology"),
+    (["specs", "trn2", "--topology", "trn2.48xlarge"], "would be ignored"),
+])
+def test_flags_that_would_be_ignored_are_refused(capsys, argv, text):
+    assert main(argv) == 2 and text in capsys.readouterr().err

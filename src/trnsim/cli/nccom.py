@@ -73,10 +73,16 @@ MAX_SIZES = 10_000
 
 def instance_of(args: argparse.Namespace) -> str:
     if args.target is not None:
+        if args.instance is not None:
+            raise ConfigError(f"--target {args.target} and --instance {args.instance} both name the system",
+                              hint="give one")
         if args.target not in TARGETS:
             raise ConfigError(f"unknown --target {args.target!r}", hint=f"one of {', '.join(TARGETS)}")
         return TARGETS[args.target]
-    return args.instance
+    return args.instance or DEFAULT_INSTANCE
+
+
+DEFAULT_INSTANCE = "trn2.48xlarge"
 
 
 def replica_groups(args: argparse.Namespace) -> list[list[int]] | None:
@@ -196,7 +202,7 @@ def register(subparsers) -> None:
     parser.add_argument("--show-algorithm", action="store_true")
     parser.add_argument("--report-to-json-file", metavar="FILE")
     parser.add_argument("--custom-replica-groups", metavar="FILE", help="JSON list of rank lists")
-    parser.add_argument("--instance", default="trn2.48xlarge", help="system (default trn2.48xlarge)")
+    parser.add_argument("--instance", help=f"system (default {DEFAULT_INSTANCE})")
     parser.add_argument("--target", help="a generation instead: trn1, trn2 or trn3")
     parser.add_argument("--lnc", type=int, default=None, help="logical core size (default: the system's)")
     parser.add_argument("--algorithm", default=None, help="force one: mesh, mesh1, ring, kangaring, rdh")
@@ -208,5 +214,10 @@ def register(subparsers) -> None:
 
 
 def _run_with_op(args: argparse.Namespace) -> int:
+    if args.op_flag and args.op_positional and operation(args.op_flag) != operation(args.op_positional):
+        raise ConfigError(f"two collectives named: {args.op_positional!r} and --op {args.op_flag!r}",
+                          hint="name one")
+    if args.plot_ranks and not args.plot:
+        raise ConfigError("--plot-ranks without --plot draws nothing", hint="add --plot FILE.png")
     args.op = args.op_flag or args.op_positional
     return run(args)

@@ -52,8 +52,12 @@ def run_train(args) -> int:
     result = training.train(args.model, args.instance, args.nodes, plan, price=args.price)
     if args.plot:
         plots.breakdowns(result, args.plot)
+    budget = _token_budget(args.train_tokens, result) if args.train_tokens else None
     if args.json:
-        print(json.dumps(result.as_dict(), indent=2, default=str))
+        found = result.as_dict()
+        if budget is not None:
+            found["train_tokens"] = {"tokens": args.train_tokens, "days": budget[0], "usd": budget[1]}
+        print(json.dumps(found, indent=2, default=str))
         return 0
     out = console()
     out.print(f"{result.model} on {result.nodes} x {result.instance}: {result.plan.label()}")
@@ -77,11 +81,15 @@ def run_train(args) -> int:
               f"MFU {100 * result.mfu:.1f}%, HFU {100 * result.hfu:.1f}%")
     out.print(f"{_money(result.usd_per_hour)}/h, {_money(result.usd_per_step)}/step, "
               f"{_money(result.usd_per_million_tokens())} per million tokens; price: {result.price_source}")
-    if args.train_tokens:
-        days = args.train_tokens / result.tokens_per_s / 86400
-        usd = None if result.usd_per_hour is None else result.usd_per_hour * days * 24
-        out.print(f"{args.train_tokens:.3g} tokens: {days:,.1f} days, {_money(usd)}")
+    if budget is not None:
+        out.print(f"{args.train_tokens:.3g} tokens: {budget[0]:,.1f} days, {_money(budget[1])}")
     return 0
+
+
+def _token_budget(tokens: float, result: training.TrainResult) -> tuple[float, float | None]:
+    """(days, dollars) to train on `tokens` at the plan's rate (dollars None without a price)."""
+    days = tokens / result.tokens_per_s / 86400
+    return days, None if result.usd_per_hour is None else result.usd_per_hour * days * 24
 
 
 def _serve_candidates(args, instance: str) -> list[serving.ServePlan]:
@@ -156,8 +164,11 @@ def run_compare(args) -> int:
             jobs.append(economics.training_job(
                 args.model, instance, nodes, args.train_tokens, global_batch=args.global_batch, seq=args.seq,
                 price=_fill_in_price(args, instance), progress=progress))
+    moves = _break_evens(jobs, args) if args.monthly_spend else []
     if args.json:
-        print(json.dumps([job.__dict__ for job in jobs], indent=2, default=str))
+        found = [job.__dict__ for job in jobs]
+        print(json.dumps({"jobs": found, "break_even": moves} if args.monthly_spend else found, indent=2,
+                         default=str))
         return 0
     table = Table(title=f"Training {args.model} on {args.train_tokens:.3g} tokens (fastest plan that fits)",
                   title_justify="left")
@@ -169,28 +180,36 @@ def run_compare(args) -> int:
                       job.price_source)
     out = console()
     out.print(table)
-    if args.monthly_spend:
-        _break_even(out, jobs, args)
+    for move in moves:
+        out.print(_said(move, args))
     return 0
 
 
-def _break_even(out, jobs, args) -> None:
-    """Months to pay back --engineering-cost when moving --monthly-spend from the first job's instance."""
-    current = jobs[0]
+def _break_evens(jobs, args) -> list[dict]:
+    """Moving --monthly-spend from the first job's instance to each other one: the share saved and
+    the months to pay back --engineering-cost (None where a price is missing or nothing is saved)."""
+    current, moves = jobs[0], []
     for job in jobs[1:]:
         saved = economics.savings(current.usd, job.usd)
-        if saved is None:
-            unpriced = " and ".join(j.instance for j in (current, job) if j.usd is None)
-            out.print(f"{current.instance} -> {job.instance}: no price for {unpriced}, no break-even")
-            continue
-        if saved == 0:
-            out.print(f"{current.instance} -> {job.instance}: the same cost; nothing to pay back")
-            continue
-        months = economics.break_even_months(args.monthly_spend, saved, args.engineering_cost)
-        out.print(f"{current.instance} -> {job.instance}: saves {100 * saved:.0f}% "
-                  f"(${args.monthly_spend * saved:,.0f}/month); pays back ${args.engineering_cost:,.0f} "
-                  f"in {months:,.1f} months" if saved > 0 else
-                  f"{current.instance} -> {job.instance}: costs {-100 * saved:.0f}% more; never pays back")
+        months = (economics.break_even_months(args.monthly_spend, saved, args.engineering_cost)
+                  if saved is not None and saved > 0 else None)
+        moves.append({"from": current.instance, "to": job.instance, "saved_fraction": saved,
+                      "saved_usd_per_month": None if saved is None else args.monthly_spend * saved,
+                      "break_even_months": months,
+                      "unpriced": [j.instance for j in (current, job) if j.usd is None]})
+    return moves
+
+
+def _said(move: dict, args) -> str:
+    head, saved = f"{move['from']} -> {move['to']}", move["saved_fraction"]
+    if saved is None:
+        return f"{head}: no price for {' and '.join(move['unpriced'])}, no break-even"
+    if saved == 0:
+        return f"{head}: the same cost; nothing to pay back"
+    if saved < 0:
+        return f"{head}: costs {-100 * saved:.0f}% more; never pays back"
+    return (f"{head}: saves {100 * saved:.0f}% (${move['saved_usd_per_month']:,.0f}/month); pays back "
+            f"${args.engineering_cost:,.0f} in {move['break_even_months']:,.1f} months")
 
 
 def run_search(args) -> int:

@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trnsim import hardware
+from trnsim.errors import ConfigError
 from trnsim.hardware.catalog import Catalog, default_catalog
 from trnsim.hardware.describe import KIND_OF, Row, row_map, rows, to_json
 from trnsim.hardware.specs import Document, citations
@@ -161,7 +162,12 @@ def selected(catalog: Catalog, names: list[str]) -> list:
 
 def run(args: argparse.Namespace) -> int:
     catalog = catalog_of(args)
+    if args.picture and not args.topology:
+        raise ConfigError("--picture draws a --topology", hint="add --topology SYSTEM")
     if args.topology:
+        if args.names:
+            raise ConfigError(f"--topology shows one system; the names {args.names} would be ignored",
+                              hint="run `trnsim specs NAME` separately")
         return show_topology(catalog, args)
     specs = selected(catalog, args.names)
     if args.json:
