@@ -105,3 +105,16 @@ def test_torch_neuron_answers_what_device_generic_code_asks():
     assert "logical NeuronCore" in torch.neuron.get_device_name()
     with pytest.raises(UnsupportedError, match="keeps no peaks"):
         torch.neuron.max_memory_allocated()
+
+
+def test_a_model_moves_to_neuron_inside_inference_mode():
+    """Module.to asks _has_compatible_shallow_copy_type under inference_mode: it raised
+    DeviceMismatchError for the CPU parameter and its neuron copy."""
+    with torch.inference_mode():
+        model = torch.nn.Linear(2, 2).to("neuron")
+    assert model.weight.device.type == "neuron"
+
+
+def test_dlpack_export_is_refused():
+    with pytest.raises(UnsupportedError, match="DLPack"):
+        torch.from_dlpack(torch.arange(6.0).to("neuron"))

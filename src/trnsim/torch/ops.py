@@ -299,6 +299,12 @@ def attention_rule(func, args, kwargs):
     return attention.scaled_dot_product_attention(*args, **kwargs)
 
 
+def shallow_copy_rule(func, args, kwargs):
+    """`_has_compatible_shallow_copy_type` (Module.to under inference_mode asks it): a neuron and a
+    CPU tensor are not, two neuron tensors are, as for CUDA."""
+    return type(args[0]) is NeuronTensor and type(args[1]) is NeuronTensor
+
+
 def decompose_rule(func, args, kwargs):
     """A composite op that arrived whole (autograd off, e.g. inference_mode): run its decomposition,
     whose parts come back through the op table, as CPU runs the same decomposition."""
@@ -316,6 +322,8 @@ def resolve(func):
         return resolved_view_rule
     if func.namespace == "aten" and name == "scaled_dot_product_attention":
         return attention_rule
+    if func.namespace == "aten" and name == "_has_compatible_shallow_copy_type":
+        return shallow_copy_rule
     composite = torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
     if func.namespace == "aten" and name not in FAMILIES and composite:
         return decompose_rule

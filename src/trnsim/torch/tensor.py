@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from trnsim.errors import UnsupportedError
 from trnsim.torch.errors import DeviceMismatchError
 
 NAME = "neuron"
@@ -94,6 +95,15 @@ class NeuronTensor(torch.Tensor):
 
     def numpy(self, *, force: bool = False):
         raise TypeError("can't convert neuron:0 tensor to numpy; call .cpu() first (as on any device)")
+
+    def __dlpack__(self, *args, **kwargs):
+        """DLPack hands out device memory, which an emulated device does not have: refused (else
+        the capsule held the CPU buffer under a neuron device and data pointer 0)."""
+        raise UnsupportedError("DLPack export of a neuron tensor: the emulated device has no memory to "
+                               "hand out", what="__dlpack__", hint="call .cpu() first, then export")
+
+    def __dlpack_device__(self):
+        self.__dlpack__()
 
     def __reduce_ex__(self, protocol):
         # The rebuild function is on torch.load's weights-only allow list (XLA and MTIA save this way).
