@@ -77,3 +77,13 @@ def test_compiled_graphs_round_stochastically_when_they_run(monkeypatch):
         rounded = cast(x).cpu().float()
     assert set(rounded.unique().tolist()) == {lo, hi}
     assert abs((rounded == hi).float().mean().item() - 0.25) < 0.02
+
+
+def test_binary_cross_entropy_is_refused_under_autocast_as_on_cuda():
+    """It raised a raw 'Found dtype Float but expected BFloat16' from inside PyTorch."""
+    import trnsim
+    x = torch.randn(4, 3, device="neuron")
+    with torch.autocast("neuron", dtype=torch.bfloat16):
+        probabilities = torch.sigmoid(torch.nn.functional.linear(x, torch.randn(2, 3, device="neuron")))
+        with pytest.raises(trnsim.UnsupportedError, match="binary_cross_entropy_with_logits"):
+            torch.nn.functional.binary_cross_entropy(probabilities, torch.rand(4, 2, device="neuron"))

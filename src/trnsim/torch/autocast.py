@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from trnsim.errors import UnsupportedError
+
 LOWER_PRECISION = """conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d convolution
     _convolution prelu addmm addmv addr matmul einsum mm mv linear addbmm baddbmm bmm chain_matmul
     linalg_multi_dot scaled_dot_product_attention""".split()
@@ -20,7 +22,20 @@ FP32 = """acos asin cosh erfinv exp expm1 log log10 log2 log1p reciprocal rsqrt 
     triplet_margin_loss multi_margin_loss binary_cross_entropy_with_logits dist pdist cdist renorm
     logsumexp softmax log_softmax cross_entropy_loss""".split()
 
+BANNED = ["binary_cross_entropy"]
+"""Refused under autocast, as on CUDA: on a bf16 input (the usual sigmoid output) it is not
+accurate, and with_logits is the safe form."""
+
 _AUTOCAST_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastPrivateUse1)
+
+
+def _refused(name: str):
+    def refuse(*args, **kwargs):
+        raise UnsupportedError(f"{name} under torch.autocast('neuron') is refused, as CUDA's autocast "
+                               "refuses it: its input is usually a sigmoid's low-precision output",
+                               what=f"{name} under autocast", hint="fold the sigmoid in: "
+                               "F.binary_cross_entropy_with_logits / nn.BCEWithLogitsLoss")
+    return refuse
 
 
 def _cast(value, dtype):
@@ -56,4 +71,7 @@ def register(library: torch.library.Library) -> int:
                 qualified = name if overload == "default" else f"{name}.{overload}"
                 library.impl(qualified, _kernel(op, lower), "AutocastPrivateUse1")
                 count += 1
+    for name in BANNED:
+        library.impl(name, _refused(name), "AutocastPrivateUse1")
+        count += 1
     return count
