@@ -10,7 +10,7 @@ import trnsim.nki.compat as compat
 import trnsim.nki.isa as nisa06
 import trnsim.nki.language as nl06
 import trnsim.nki.legacy as nki
-from trnsim.errors import HazardError, TrnsimError, UnsupportedError
+from trnsim.errors import ArgumentError, HazardError, TrnsimError, UnsupportedError
 from trnsim.timing.schedule import schedule
 
 nl, nisa = nki.language, nki.isa
@@ -333,3 +333,52 @@ def test_integer_division_is_true_division():
         return out
     a = np.arange(128 * 4, dtype=np.int32).reshape(128, 4)
     np.testing.assert_array_equal(halves(a), a / 2)
+
+
+def test_an_unknown_keyword_is_refused_not_ignored():
+    """nisa.activation(..., sacle=2.0) ran as if scale were 1: every old call ended in **kwargs."""
+    @nki.jit
+    def misspelt(x):
+        return nisa.activation(op=nl.exp, data=nl.load(x), sacle=2.0)
+    with pytest.raises(ArgumentError, match="unexpected keyword argument 'sacle'"):
+        misspelt(normal(128, 4))
+
+
+def test_bn_stats_over_a_masked_last_chunk():
+    """The SDK's layernorm v2 masks the partial last chunk of a row: that was refused."""
+    @nki.jit
+    def stats(x):
+        i_p, i_f = nl.arange(128)[:, None], nl.arange(512)[None, :]
+        tile = nl.load(x)
+        out = nl.ndarray((128, 2), dtype=nl.float32, buffer=nl.shared_hbm)
+        chunk = nisa.bn_stats(tile[i_p, 512 + i_f], mask=(512 + i_f < 600), dtype=nl.float32)
+        nl.store(out, nisa.bn_aggr(chunk))
+        return out
+    x = normal(128, 1024)
+    mean_var = stats(x)
+    np.testing.assert_allclose(mean_var[:, 0], x[:, 512:600].mean(axis=1), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(mean_var[:, 1], x[:, 512:600].var(axis=1), rtol=1e-4, atol=1e-6)
+
+
+def test_python_operators_and_mixed_dtypes_on_tiles():
+    """abs(t), 2.0 ** t, t % 2.0 and ~(t > 0) raised raw TypeErrors; int32 + float32 asked for a
+    float64 tile."""
+    @nki.jit
+    def operators(x, n):
+        t = nl.load(x)
+        out = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, abs(t) + 2.0 ** t + t % 2.0 + nl.load(n) + ~(t > 0))
+        return out
+    x = np.linspace(-2, 2, 512, dtype=np.float32).reshape(128, 4)
+    n = np.arange(512, dtype=np.int32).reshape(128, 4)
+    expected = np.abs(x) + 2.0 ** x + np.mod(x, 2.0) + n + (x <= 0)
+    np.testing.assert_allclose(operators(x, n), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_nan_index_offset_is_a_kernel_error():
+    @nki.jit
+    def offset_by(x, offsets):
+        t = nl.load(offsets)
+        return nl.load(x[0:1, t[0, 0] + nl.arange(4)[None, :]])
+    with pytest.raises(HazardError, match="holds nan"):
+        offset_by(normal(1, 8), np.full((1, 1), np.nan, np.float32))

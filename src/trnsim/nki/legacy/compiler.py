@@ -28,11 +28,11 @@ def skip_middle_end_transformations(function):
     return function
 
 
-def enable_stack_allocator(function=None, **kwargs):
+def enable_stack_allocator(function=None):
     return function if function is not None else (lambda f: f)
 
 
-def force_auto_alloc(function=None, **kwargs):
+def force_auto_alloc(function=None):
     return function if function is not None else (lambda f: f)
 
 

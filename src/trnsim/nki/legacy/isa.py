@@ -38,7 +38,7 @@ _PERF_MODES = {"double_row_gen3": "double_row"}
 
 
 def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
-              tile_position=(), tile_size=(), mask=None, perf_mode="none", **kwargs) -> Tile:
+              tile_position=(), tile_size=(), mask=None, perf_mode="none") -> Tile:
     """stationary[K, M].T @ moving[K, N] -> PSUM [M, N] fp32."""
     _whole_mask(mask, [], "nisa.nc_matmul")
     params = {"is_stationary_onezero": is_stationary_onezero, "is_moving_onezero": is_moving_onezero,
@@ -77,19 +77,19 @@ def _checked_mask(mask, data):
 
 
 def activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
-               mask=None, dtype=None, **kwargs) -> Tile:
+               mask=None, dtype=None) -> Tile:
     return _compute(nisa06.activation, data, dtype, mask, columns=("bias", "scale", "reduce_res"), op=op,
                     bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=_plain(reduce_res),
                     reduce_cmd=reduce_cmd)
 
 
-def activation_reduce(op, data, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None,
-                      **kwargs) -> Tile:
+def activation_reduce(op, data, reduce_op, reduce_res, bias=None, scale=1.0, mask=None,
+                      dtype=None) -> Tile:
     return _compute(nisa06.activation_reduce, data, dtype, mask, columns=("bias", "scale", "reduce_res"),
                     op=op, reduce_op=reduce_op, reduce_res=_plain(reduce_res), bias=bias, scale=scale)
 
 
-def tensor_tensor(data1, data2, op, dtype=None, mask=None, engine=engine.unknown, **kwargs) -> Tile:
+def tensor_tensor(data1, data2, op, dtype=None, mask=None, engine=engine.unknown) -> Tile:
     call = Call([data1, data2], mask)
     tile, dst = call.output(result_dtype(dtype, data1, data2))
     if not call.empty:
@@ -99,26 +99,26 @@ def tensor_tensor(data1, data2, op, dtype=None, mask=None, engine=engine.unknown
 
 
 def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, dtype=None,
-                  mask=None, engine=engine.unknown, **kwargs) -> Tile:
+                  mask=None, engine=engine.unknown) -> Tile:
     return _compute(nisa06.tensor_scalar, data, dtype, mask, columns=("operand0", "operand1"), op0=op0,
                     operand0=operand0, reverse0=reverse0, op1=op1, operand1=operand1, reverse1=reverse1,
                     engine=engine)
 
 
-def tensor_scalar_reduce(data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
-                         **kwargs) -> Tile:
+def tensor_scalar_reduce(data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None,
+                         mask=None) -> Tile:
     return _compute(nisa06.tensor_scalar_reduce, data, dtype, mask, columns=("operand0", "reduce_res"),
                     op0=op0, operand0=operand0, reduce_op=reduce_op, reduce_res=_plain(reduce_res),
                     reverse0=reverse0)
 
 
 def scalar_tensor_tensor(data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
-                         mask=None, **kwargs) -> Tile:
+                         mask=None) -> Tile:
     return _compute(nisa06.scalar_tensor_tensor, data, dtype, mask, columns=("operand0",), op0=op0,
                     operand0=operand0, op1=op1, operand1=operand1, reverse0=reverse0, reverse1=reverse1)
 
 
-def tensor_copy(src, mask=None, dtype=None, engine=engine.unknown, **kwargs) -> Tile:
+def tensor_copy(src, mask=None, dtype=None, engine=engine.unknown) -> Tile:
     call = Call([src], mask)
     tile, dst = call.output(result_dtype(dtype, src))
     if not call.empty:
@@ -126,12 +126,12 @@ def tensor_copy(src, mask=None, dtype=None, engine=engine.unknown, **kwargs) -> 
     return tile
 
 
-def tensor_copy_dynamic_src(src, mask=None, dtype=None, engine=engine.unknown, **kwargs) -> Tile:
+def tensor_copy_dynamic_src(src, mask=None, dtype=None, engine=engine.unknown) -> Tile:
     """A copy whose source index holds a runtime offset (`t[ix, offsets[0, i] + iy]`)."""
     return tensor_copy(src, mask=mask, dtype=dtype, engine=engine)
 
 
-def tensor_copy_dynamic_dst(dst, src, mask=None, dtype=None, engine=engine.unknown, **kwargs):
+def tensor_copy_dynamic_dst(dst, src, mask=None, dtype=None, engine=engine.unknown):
     """A copy whose destination index holds a runtime offset."""
     call = Call([dst], mask)
     if not call.empty:
@@ -139,15 +139,15 @@ def tensor_copy_dynamic_dst(dst, src, mask=None, dtype=None, engine=engine.unkno
     return dst
 
 
-def reciprocal(data, dtype=None, mask=None, **kwargs) -> Tile:
+def reciprocal(data, dtype=None, mask=None) -> Tile:
     return _compute(nisa06.reciprocal, data, dtype, mask)
 
 
-def dropout(data, prob, mask=None, dtype=None, **kwargs) -> Tile:
+def dropout(data, prob, mask=None, dtype=None) -> Tile:
     return _compute(nisa06.dropout, data, dtype, mask, columns=("prob",), prob=prob)
 
 
-def tensor_reduce(op, data, axis, mask=None, dtype=None, negate=False, keepdims=False, **kwargs) -> Tile:
+def tensor_reduce(op, data, axis, mask=None, dtype=None, negate=False, keepdims=False) -> Tile:
     axes = tuple(a % len(data.shape) for a in (axis if isinstance(axis, tuple | list) else (axis,)))
     keepdims = keepdims or len(axes) == len(data.shape) - 1  # a tile keeps a free dim: [P] is [P, 1]
     shape = [1 if d in axes else s for d, s in enumerate(data.shape) if keepdims or d not in axes]
@@ -155,22 +155,32 @@ def tensor_reduce(op, data, axis, mask=None, dtype=None, negate=False, keepdims=
                     negate=negate, keepdims=keepdims)
 
 
-def tensor_partition_reduce(op, data, mask=None, dtype=None, **kwargs) -> Tile:
+def tensor_partition_reduce(op, data, mask=None, dtype=None) -> Tile:
     return _compute(nisa06.tensor_partition_reduce, data, dtype, mask, shape=(1, *data.shape[1:]), op=op)
 
 
-def bn_stats(data, mask=None, dtype=None, **kwargs) -> Tile:
-    """Six statistics per chunk of up to bn_stats_fmax elements of each partition."""
+def bn_stats(data, mask=None, dtype=None) -> Tile:
+    """Six statistics per chunk of up to bn_stats_fmax elements of each partition. A mask (the SDK's
+    layernorm v2 masks the last, partial chunk of a row) keeps a rectangle: the statistics are
+    those of its elements, in its rows of the result."""
     from trnsim.nki.language import tile_size
-    chunks = -(-math.prod(data.shape[1:]) // tile_size.bn_stats_fmax)
-    return _compute(nisa06.bn_stats, data, dtype, mask, shape=(data.shape[0], 6 * chunks))
+
+    def chunks(view) -> int:
+        return -(-math.prod(view.shape[1:]) // tile_size.bn_stats_fmax)
+    call = Call([data], mask)
+    if call.box is None or call.empty:
+        return _compute(nisa06.bn_stats, data, dtype, mask, shape=(data.shape[0], 6 * chunks(data)))
+    kept = call.view(data, broadcast=False)
+    tile = new_tile((data.shape[0], 6 * chunks(data)), result_dtype(dtype, data))
+    nisa06.bn_stats(dst=tile.base[call.box[0], 0:6 * chunks(kept)], data=kept)
+    return tile
 
 
-def bn_aggr(data, mask=None, dtype=None, **kwargs) -> Tile:
+def bn_aggr(data, mask=None, dtype=None) -> Tile:
     return _compute(nisa06.bn_aggr, data, dtype, mask, shape=(data.shape[0], 2))
 
 
-def max8(src, mask=None, dtype=None, **kwargs) -> Tile:
+def max8(src, mask=None, dtype=None) -> Tile:
     """The 8 largest values of each partition (of the masked columns, with a mask)."""
     call = Call([src], mask)
     tile = new_tile((src.shape[0], 8), result_dtype(dtype, src))
@@ -180,21 +190,21 @@ def max8(src, mask=None, dtype=None, **kwargs) -> Tile:
     return tile
 
 
-def nc_find_index8(data, vals, mask=None, dtype=None, **kwargs) -> Tile:
+def nc_find_index8(data, vals, mask=None, dtype=None) -> Tile:
     call = Call([], _checked_mask(mask, data), (data.shape[0], 8))
     tile, dst = call.output(dtype or "uint32")
     nisa06.nc_find_index8(dst=dst, data=_plain(data), vals=_plain(vals))
     return tile
 
 
-def nc_match_replace8(data, vals, imm, dst_idx=None, mask=None, dtype=None, **kwargs) -> Tile:
+def nc_match_replace8(data, vals, imm, dst_idx=None, mask=None, dtype=None) -> Tile:
     call = Call([], _checked_mask(mask, data), tuple(data.shape))
     tile, dst = call.output(result_dtype(dtype, data))
     nisa06.nc_match_replace8(dst=dst, data=_plain(data), vals=_plain(vals), imm=imm, dst_idx=_plain(dst_idx))
     return tile
 
 
-def nc_transpose(data, mask=None, dtype=None, engine=engine.unknown, **kwargs) -> Tile:
+def nc_transpose(data, mask=None, dtype=None, engine=engine.unknown) -> Tile:
     """[P, F] -> [F, P]: in PSUM through the Tensor engine, in SBUF on the Vector engine (32 x 32)."""
     rows, cols = data.shape[0], math.prod(data.shape[1:])
     on_vector = engine == nisa06.engine.vector or (engine == nisa06.engine.unknown and max(rows, cols) <= 32)
@@ -203,7 +213,7 @@ def nc_transpose(data, mask=None, dtype=None, engine=engine.unknown, **kwargs) -
     return _compute(nisa06.nc_transpose, data, dtype, mask, shape=(cols, rows), buffer=buffer, engine=chosen)
 
 
-def memset(shape, value, dtype, mask=None, engine=engine.unknown, **kwargs) -> Tile:
+def memset(shape, value, dtype, mask=None, engine=engine.unknown) -> Tile:
     call = Call([], mask, tuple(shape))
     tile, dst = call.output(dtype)
     if not call.empty:
@@ -211,7 +221,7 @@ def memset(shape, value, dtype, mask=None, engine=engine.unknown, **kwargs) -> T
     return tile
 
 
-def iota(expr, dtype, mask=None, **kwargs) -> Tile:
+def iota(expr, dtype, mask=None) -> Tile:
     """The values of an index expression (affine in partition and free indices) into a new tile."""
     if not isinstance(expr, IndexExpr):
         raise ShapeError(f"expr={expr!r} is not an index expression",
@@ -230,7 +240,7 @@ def iota(expr, dtype, mask=None, **kwargs) -> Tile:
     return tile
 
 
-def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **kwargs) -> Tile:
+def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None) -> Tile:
     """on_true_tile where `pred` (one comparison of affine index expressions) holds, else the value."""
     comparison = getattr(pred, "comparison", None)
     if comparison is None:
@@ -251,8 +261,7 @@ def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **k
     return tile
 
 
-def dma_copy(dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown,
-             **kwargs):
+def dma_copy(dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown):
     if dst_rmw_op is not None:
         raise UnsupportedError("nisa.dma_copy(dst_rmw_op=...) is not emulated", what="dma_copy dst_rmw_op",
                                hint="use nisa.dma_compute in the NKI 0.6 API")
@@ -262,7 +271,7 @@ def dma_copy(dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_
     return dst
 
 
-def dma_transpose(src, axes=None, mask=None, dtype=None, **kwargs) -> Tile:
+def dma_transpose(src, axes=None, mask=None, dtype=None) -> Tile:
     _whole_mask(mask, [src], "nisa.dma_transpose")
     order = tuple(axes) if axes is not None else tuple(reversed(range(len(src.shape))))
     tile = new_tile(tuple(src.shape[a] for a in order), result_dtype(dtype, src))
@@ -271,7 +280,7 @@ def dma_transpose(src, axes=None, mask=None, dtype=None, **kwargs) -> Tile:
 
 
 def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, dtype=None,
-                       mask=None, **kwargs) -> Tile:
+                       mask=None) -> Tile:
     call = Call([data0, data1], mask)
     tile, dst = call.output(result_dtype(dtype, data0, data1))
     nisa06.tensor_tensor_scan(dst=dst, data0=call.operand(data0), data1=call.operand(data1),
@@ -296,7 +305,7 @@ nc_stream_shuffle = _with_dst(nisa06.nc_stream_shuffle, "nc_stream_shuffle")
 
 def range_select(on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.idle,
                  reduce_res=None, reduce_op="maximum", range_start=0, on_false_value=None, mask=None,
-                 dtype=None, **kwargs) -> Tile:
+                 dtype=None) -> Tile:
     """Elements whose free index lies in the bounds keep their value, the others on_false_value."""
     from trnsim.nki.legacy.language import fp32
     return _compute(nisa06.range_select, None, dtype or on_true_tile.dtype, mask,

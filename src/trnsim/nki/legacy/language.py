@@ -67,7 +67,7 @@ def spmd_dim(*sizes) -> int:
     return int(np.prod([int(size) for size in sizes]))
 
 
-def device_print(prefix, x=None, mask=None, **kwargs) -> None:
+def device_print(prefix, x=None, mask=None) -> None:
     nl06.device_print(prefix, _plain(x))
 
 
@@ -84,11 +84,13 @@ def finfo(dtype):
 
 
 # --- creation -------------------------------------------------------------------------------------
-def ndarray(shape, dtype, buffer=None, name: str = "", **kwargs) -> Tile:
+# `lazy_initialization=` (nki-samples' flash attention passes it to nl.zeros / nl.full) told the old
+# compiler when it might fill the tile; the values are the same either way, so it is taken and ignored.
+def ndarray(shape, dtype, buffer=None, name: str = "", lazy_initialization: bool = False) -> Tile:
     return new_tile(shape, dtype, buffer, name)
 
 
-def full(shape, fill_value, dtype, buffer=None, name: str = "", **kwargs) -> Tile:
+def full(shape, fill_value, dtype, buffer=None, name: str = "", lazy_initialization: bool = False) -> Tile:
     tile = new_tile(shape, dtype, buffer, name)
     for block in tile.all_blocks() if isinstance(tile, BlockTile) else [tile]:
         _note_values(block.base)
@@ -96,48 +98,49 @@ def full(shape, fill_value, dtype, buffer=None, name: str = "", **kwargs) -> Til
     return tile
 
 
-def zeros(shape, dtype, buffer=None, name: str = "", **kwargs) -> Tile:
+def zeros(shape, dtype, buffer=None, name: str = "", lazy_initialization: bool = False) -> Tile:
     return full(shape, 0, dtype, buffer, name)
 
 
-def ones(shape, dtype, buffer=None, name: str = "", **kwargs) -> Tile:
+def ones(shape, dtype, buffer=None, name: str = "", lazy_initialization: bool = False) -> Tile:
     return full(shape, 1, dtype, buffer, name)
 
 
-def empty_like(a, dtype=None, buffer=None, name: str = "", **kwargs) -> Tile:
+def empty_like(a, dtype=None, buffer=None, name: str = "", lazy_initialization: bool = False) -> Tile:
     return new_tile(a.shape, dtype or a.dtype, buffer or a.buffer, name)
 
 
-def zeros_like(a, dtype=None, buffer=None, name: str = "", **kwargs) -> Tile:
+def zeros_like(a, dtype=None, buffer=None, name: str = "", lazy_initialization: bool = False) -> Tile:
     return zeros(a.shape, dtype or a.dtype, buffer or a.buffer, name)
 
 
-def ones_like(a, dtype=None, buffer=None, name: str = "", **kwargs) -> Tile:
+def ones_like(a, dtype=None, buffer=None, name: str = "", lazy_initialization: bool = False) -> Tile:
     return ones(a.shape, dtype or a.dtype, buffer or a.buffer, name)
 
 
-def full_like(a, fill_value, dtype=None, buffer=None, name: str = "", **kwargs) -> Tile:
+def full_like(a, fill_value, dtype=None, buffer=None, name: str = "",
+              lazy_initialization: bool = False) -> Tile:
     return full(a.shape, fill_value, dtype or a.dtype, buffer or a.buffer, name)
 
 
-def rand(shape, dtype=float32, **kwargs) -> Tile:
+def rand(shape, dtype=float32) -> Tile:
     return wrap(nl06.rand(tuple(shape), dtype))
 
 
-def random_seed(seed, mask=None, **kwargs) -> None:
+def random_seed(seed, mask=None) -> None:
     nl06.random_seed(unwrap(seed))
 
 
-def shared_constant(constant, dtype=None, **kwargs) -> Tile:
+def shared_constant(constant, dtype=None) -> Tile:
     return wrap(nl06.shared_constant(constant, dtype))
 
 
-def shared_identity_matrix(n, dtype=uint8, **kwargs) -> Tile:
+def shared_identity_matrix(n, dtype=uint8) -> Tile:
     return wrap(nl06.shared_identity_matrix(n, dtype))
 
 
 # --- data movement ----------------------------------------------------------------------------------
-def load(src, mask=None, dtype=None, **kwargs) -> Tile:
+def load(src, mask=None, dtype=None) -> Tile:
     """HBM (or SBUF) -> a new SBUF tile of the access's shape."""
     call = Call([src], mask)
     tile, dst = call.output(dtype or src.dtype)
@@ -146,7 +149,7 @@ def load(src, mask=None, dtype=None, **kwargs) -> Tile:
     return tile
 
 
-def store(dst, value, mask=None, **kwargs):
+def store(dst, value, mask=None):
     """A tile (or number) -> `dst`, usually an HBM access."""
     call = Call([dst], mask)
     if not call.empty:
@@ -219,12 +222,12 @@ def _note_values(view) -> None:
         _PSUM_WITH_VALUES.add(view.storage)
 
 
-def load_transpose2d(src, mask=None, dtype=None, **kwargs) -> Tile:
+def load_transpose2d(src, mask=None, dtype=None) -> Tile:
     _whole_mask(mask, [src], "nl.load_transpose2d")
     return wrap(nl06.load_transpose2d(_plain(src), dtype))
 
 
-def copy(src, mask=None, dtype=None, **kwargs) -> Tile:
+def copy(src, mask=None, dtype=None) -> Tile:
     call = Call([src], mask)
     tile, dst = call.output(dtype or src.dtype)
     if not call.empty:
@@ -239,19 +242,19 @@ def static_cast(input_data, dtype):
     return copy(input_data, dtype=dtype)
 
 
-def matmul(x, y, transpose_x=False, mask=None, **kwargs) -> Tile:
+def matmul(x, y, transpose_x=False, mask=None) -> Tile:
     """x @ y (x given as [K, M] with transpose_x): a pending result, as nisa.nc_matmul's."""
     _whole_mask(mask, [], "nl.matmul")
     stationary = _plain(x) if transpose_x else nl06.transpose(_plain(x))
     return Tile(None, pending=PendingMatmul(stationary, _plain(y), {}))
 
 
-def transpose(x, dtype=None, mask=None, **kwargs) -> Tile:
+def transpose(x, dtype=None, mask=None) -> Tile:
     _whole_mask(mask, [x], "nl.transpose")
     return wrap(nl06.transpose(_plain(x), dtype))
 
 
-def broadcast_to(src, shape, **kwargs) -> Tile:
+def broadcast_to(src, shape) -> Tile:
     return wrap(nl06.broadcast_to(_plain(src), shape))
 
 
@@ -259,12 +262,12 @@ def expand_dims(data, axis) -> Tile:
     return wrap(nl06.expand_dims(_plain(data), axis))
 
 
-def gather_flattened(data, indices, mask=None, dtype=None, **kwargs) -> Tile:
+def gather_flattened(data, indices, mask=None, dtype=None) -> Tile:
     _whole_mask(mask, [indices], "nl.gather_flattened")
     return wrap(nl06.gather_flattened(_plain(data), _plain(indices), dtype=dtype))
 
 
-def loop_reduce(x, op, loop_indices, dtype=None, mask=None, **kwargs) -> Tile:
+def loop_reduce(x, op, loop_indices, dtype=None, mask=None) -> Tile:
     """Reduce `x` into the tile this result is assigned to (`acc[...] = nl.loop_reduce(x, np.add, i)`)."""
     _whole_mask(mask, [x], "nl.loop_reduce")
     from trnsim.nki.legacy.isa import _op

@@ -65,7 +65,7 @@ def unary(name: str, x, dtype=None, mask=None):
 
 
 def _binary(name: str):
-    def op(x, y, dtype=None, mask=None, **kwargs):
+    def op(x, y, dtype=None, mask=None):
         return binary(name, x, y, dtype, mask)
     op.__name__ = op.nki_op = name
     op.__doc__ = f"Element-wise {name}, broadcasting [1, F] / [P, 1] tiles and numbers."
@@ -73,7 +73,7 @@ def _binary(name: str):
 
 
 def _unary(name: str):
-    def op(x, dtype=None, mask=None, **kwargs):
+    def op(x, dtype=None, mask=None):
         return unary(name, x, dtype, mask)
     op.__name__ = op.nki_op = name
     op.__doc__ = f"Element-wise {name} on the Scalar engine."

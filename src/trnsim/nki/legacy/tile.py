@@ -28,7 +28,10 @@ def _runtime_value(tile) -> int:
     if view.size != 1:
         raise ShapeError(f"a tile of shape {list(view.shape)} used in an index expression; only a single "
                          f"value (a [1, 1] tile) can offset an index")
-    return int(np.asarray(view.array()).reshape(-1)[0])
+    value = np.asarray(view.array()).reshape(-1)[0]
+    if not np.isfinite(value):
+        raise HazardError(f"a tile used as an index offset holds {value}, not an integer")
+    return int(value)
 
 
 class _Operators:
@@ -40,7 +43,7 @@ class _Operators:
     def _op(name: str, reverse: bool = False):  # noqa: N805 - a factory used in the class body
         def method(self, other):
             from trnsim.nki.legacy import language
-            if isinstance(other, IndexExpr):  # `offsets[0, i] + i_f`: an index moved by a tile's value
+            if isinstance(other, IndexExpr) and name in _INDEX_OPS:  # `offsets[0, i] + i_f`: an index moved
                 operator = f"__{'r' if reverse else ''}{_INDEX_OPS[name]}__"
                 return getattr(IndexExpr(_runtime_value(self)), operator)(other)
             function = getattr(language, name)
@@ -51,7 +54,8 @@ class _Operators:
     __sub__, __rsub__ = _op("subtract"), _op("subtract", True)
     __mul__, __rmul__ = _op("multiply"), _op("multiply", True)
     __truediv__, __rtruediv__ = _op("divide"), _op("divide", True)
-    __pow__ = _op("power")
+    __pow__, __rpow__ = _op("power"), _op("power", True)
+    __mod__, __rmod__ = _op("mod"), _op("mod", True)
     __lt__, __le__ = _op("less"), _op("less_equal")
     __gt__, __ge__ = _op("greater"), _op("greater_equal")
     __and__, __or__, __xor__ = _op("bitwise_and"), _op("bitwise_or"), _op("bitwise_xor")
@@ -59,6 +63,15 @@ class _Operators:
     def __neg__(self):
         from trnsim.nki.legacy import language
         return language.negative(self)
+
+    def __abs__(self):
+        from trnsim.nki.legacy import language
+        return language.abs(self)
+
+    def __invert__(self):
+        """`~mask`: logical not of a comparison's bool_ tile, bitwise not of an integer one."""
+        from trnsim.nki.legacy import language
+        return (language.logical_not if self.dtype == "bool_" else language.invert)(self)
 
     def _in_place(name: str):  # noqa: N805
         def method(self, other):
