@@ -22,6 +22,14 @@ from trnsim.numerics.formats import FloatFormat, get_float_format
 _CHUNK = 1 << 20  # elements per pass: keeps the int64 temporaries of one pass to tens of MB
 
 
+def refuse_nan(flat: np.ndarray, shape: tuple, fmt: FloatFormat) -> None:
+    """FormatError naming the first NaN of `flat` (laid out as `shape`) when `fmt` has no NaN."""
+    if fmt.specials == "none" and np.isnan(flat).any():
+        where = tuple(int(i) for i in np.unravel_index(int(np.flatnonzero(np.isnan(flat))[0]), shape))
+        raise FormatError(f"{fmt.name} has no NaN, but the input holds NaN (first at index {where})",
+                          hint="replace NaNs first; MX quantisation marks such blocks with a NaN scale")
+
+
 def encode(x32: np.ndarray, fmt: FloatFormat, *, saturate: bool = False,
            random_bits: np.ndarray | None = None) -> np.ndarray:
     """Codes of `fmt` (uint32) for float32 `x32`: RNE, or stochastic given 64-bit `random_bits`.
@@ -37,10 +45,7 @@ def encode(x32: np.ndarray, fmt: FloatFormat, *, saturate: bool = False,
         random_bits = params.integer_array(random_bits, "random_bits", minimum=0, maximum=2**64 - 1)
         if random_bits.size != flat.size:
             raise FormatError(f"random_bits has {random_bits.size} values for {flat.size} inputs")
-    if fmt.specials == "none" and np.isnan(flat).any():
-        where = tuple(int(i) for i in np.unravel_index(int(np.flatnonzero(np.isnan(flat))[0]), x32.shape))
-        raise FormatError(f"{fmt.name} has no NaN, but the input holds NaN (first at index {where})",
-                          hint="replace NaNs first; MX quantisation marks such blocks with a NaN scale")
+    refuse_nan(flat, np.shape(x32), fmt)
     out = np.empty(flat.shape, np.uint32)
     for start in range(0, flat.size, _CHUNK):
         part = slice(start, start + _CHUNK)

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from trnsim.numerics.engine import decode, encode
+from trnsim.numerics.engine import decode, encode, refuse_nan
 from trnsim.numerics.formats import FloatFormat
 
 _CHUNK = 1 << 18
@@ -146,6 +146,7 @@ def stochastic(x32: np.ndarray, fmt: FloatFormat, rng: np.random.Generator, satu
     if saturate:
         x32 = np.clip(x32, -fmt.max, fmt.max)
     flat = np.ascontiguousarray(x32).reshape(-1)
+    refuse_nan(flat, x32.shape, fmt)  # here, so that the error names the index in the whole input
     out = _output(fmt, flat.size)
     key = int(rng.bit_generator.random_raw())
     table = None if fmt.exponent_bits == 8 else _truncation_table(fmt, saturate)
