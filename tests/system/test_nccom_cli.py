@@ -146,3 +146,29 @@ def test_pictures_need_a_picture_suffix_and_make_their_folder(tmp_path, capsys):
 ])
 def test_flags_that_would_be_ignored_are_refused(capsys, argv, text):
     assert main(argv) == 2 and text in capsys.readouterr().err
+
+
+BUMP = '''
+import numpy as np
+import nki, nki.isa as nisa, nki.language as nl
+
+@nki.jit
+def bump(x):
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0)
+    nisa.dma_copy(dst=x, src=t)
+    return x
+
+a = np.zeros((4, 8), np.float32)
+bump(a)
+print("input after one launch:", a[0, 0])
+'''
+
+
+def test_ranks_do_not_share_an_input_the_kernel_writes(tmp_path, capsys):
+    """Every rank wrote the caller's array: it ended at 4.0 after one launch on 4 ranks."""
+    script = tmp_path / "bump.py"
+    script.write_text(BUMP)
+    assert main(["run", "--no-profile", "--ranks", "4", str(script)]) == 0
+    assert "input after one launch: 1.0" in capsys.readouterr().out

@@ -115,6 +115,13 @@ def _nearest_existing(path: Path) -> Path:
     return next(p for p in (path, *path.parents) if p.exists())
 
 
+def _own_copy(value):
+    """A copy of an array argument (numpy, torch); anything else as it is."""
+    if hasattr(value, "clone"):
+        return value.clone()
+    return value.copy() if hasattr(value, "copy") and hasattr(value, "shape") else value
+
+
 @contextlib.contextmanager
 def recording_launches(ranks: int = 1):
     """Collect (kernel name, trace) for every launch made inside the block.
@@ -133,7 +140,10 @@ def recording_launches(ranks: int = 1):
 
             arguments, keywords = args
             target = jit.resolve_target(kwargs.get("target"))
-            results = system.launch(kernel, ranks, [tuple(arguments)] * ranks, target=target, **keywords)
+            # rank 0 runs on the caller's arrays (its in-place writes land there, as with one
+            # rank); every other rank on copies of its own, so no two ranks share an input
+            per_rank = [tuple(arguments)] + [tuple(map(_own_copy, arguments)) for _ in range(ranks - 1)]
+            results = system.launch(kernel, ranks, per_rank, target=target, **keywords)
             kernel.last_trace = results.traces[0]
             if not _is_builtin(kernel):
                 launches.append((getattr(kernel, "__name__", "kernel"), results.traces[0]))
