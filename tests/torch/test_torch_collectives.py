@@ -34,6 +34,8 @@ def test_collectives_overlap_compute_until_someone_waits():
     assert collectives.step_s(["mm", "ar", "mm2"], seconds, collective, waits) == 5.0  # ar hidden behind mm2
     assert collectives.step_s(["mm", "ar", "wait", "mm2"], seconds, collective, waits) == 6.0
     assert collectives.step_s(["ar", "ar", "mm2"], seconds, collective, waits) == 4.0  # one queue
+    # the profiler's collective keys include the waits (c10d ops too): the wait still holds compute
+    assert collectives.step_s(["mm", "ar", "wait", "mm2"], seconds, collective | waits, waits) == 6.0
 
 
 def test_a_one_rank_group_profiles_its_all_reduce_as_free(tmp_path):

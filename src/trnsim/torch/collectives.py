@@ -97,10 +97,10 @@ def step_s(sequence, seconds: dict, collective: set, waits: set) -> float:
     inside PyTorch's Work objects are not seen) and at the end of the block."""
     compute = comm = 0.0
     for key in sequence:
-        if key in collective:
-            comm = max(comm, compute) + seconds.get(key, 0.0)
-        elif key in waits:
+        if key in waits:  # first: a wait is a c10d op too, so `collective` may hold it as well
             compute = max(compute, comm)
+        elif key in collective:
+            comm = max(comm, compute) + seconds.get(key, 0.0)
         else:
             compute += seconds.get(key, 0.0)
     return max(compute, comm)
