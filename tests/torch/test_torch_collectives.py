@@ -51,3 +51,15 @@ def test_a_one_rank_group_profiles_its_all_reduce_as_free(tmp_path):
         assert len(job.ranks) == 1 and job.cost_usd == pytest.approx(report.step_cost_usd)
     finally:
         dist.destroy_process_group()
+
+
+def test_list_all_gather_is_sized_like_the_tensor_form():
+    """dist.all_gather's list of lists of outputs fell out of the recorded key: it was timed on one
+    shard (13 us against 18 us for the same 4 MiB per rank)."""
+    from trnsim.torch.profiler import signature
+    shard = torch.empty(1 << 20)
+    inputs = signature([[[shard, shard]], [shard]])
+    listed = collectives.time_s("c10d.allgather_.default", inputs, (), (0, 1), "trn2.48xlarge", None)
+    whole = collectives.time_s("c10d._allgather_base_.default", signature([torch.empty(2 << 20), shard]), (),
+                               (0, 1), "trn2.48xlarge", None)
+    assert listed == whole > 0

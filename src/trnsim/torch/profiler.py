@@ -33,8 +33,9 @@ DEFAULT_TARGET = "trn2"
 def _spec(value) -> tuple | None:
     if isinstance(value, torch.Tensor):
         return tuple(value.shape), str(value.dtype).removeprefix("torch.")
-    if type(value) in (list, tuple) and value and all(isinstance(v, torch.Tensor) for v in value):
-        return tuple(_spec(v) for v in value)
+    if type(value) in (list, tuple) and value:  # a list of tensors, or of lists of them (all_gather's)
+        inner = tuple(map(_spec, value))
+        return inner if all(spec is not None for spec in inner) else None
     return None
 
 
