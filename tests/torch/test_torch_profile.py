@@ -120,3 +120,14 @@ def test_ops_in_another_thread_are_recorded_in_the_open_profile():
         worker.start()
         worker.join()
     assert prof.counts and any("aten.mm" in key[0] for key in prof.counts)
+
+
+def test_report_refuses_a_gpu_instance_and_an_lnc_of_zero():
+    """report(instance="p5.48xlarge") failed with a raw TypeError; lnc=0 became 1 silently."""
+    x = torch.ones(8, 8, device="neuron")
+    with trnsim.torch.profile(target="trn2") as prof:
+        x @ x
+    with pytest.raises(trnsim.ConfigError, match="no NeuronCores"):
+        prof.report(instance="p5.48xlarge")
+    with pytest.raises(trnsim.ConfigError, match="lnc=0"):
+        prof.report(lnc=0)

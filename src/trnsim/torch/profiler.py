@@ -217,9 +217,14 @@ class Profile:
         from trnsim.core.isa import MATMUL
         from trnsim.timing import schedule
 
-        target, lnc = target or self.target, lnc or self.lnc
+        target, lnc = target or self.target, self.lnc if lnc is None else lnc
+        if lnc not in (1, 2):
+            raise ConfigError(f"lnc={lnc!r}: a logical core is 1 or 2 physical cores")
         spec = hardware.instance(instance or self.instance) if (instance or self.instance) else \
             default_instance(target)
+        if spec is not None and spec.chip is None:
+            raise ConfigError(f"instance {spec.name} has no NeuronCores to price a core's share of",
+                              hint="name a Trainium or Inferentia instance")
         if lnc == 2 and spec is not None and not spec.logical_cores:
             raise ConfigError(f"{spec.name} has no logical cores (LNC=2)",
                               hint="use lnc=1 or a trn2/trn3 target")
