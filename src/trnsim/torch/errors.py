@@ -18,7 +18,7 @@ class DeviceMismatchError(TrnsimError, RuntimeError):
         self.op = str(op)
         self.shape = tuple(tensor.shape)
         super().__init__(
-            f"Expected all tensors to be on the same device, but {self.op} got a neuron:0 tensor and a "
+            f"Expected all tensors to be on the same device, but {self.op} got a neuron tensor and a "
             f"{tensor.device} tensor of shape {list(self.shape)}",
             hint="move it with .to('neuron') (only 0-dim CPU tensors may be mixed in); "
                  "see docs/errors.md#devicemismatcherror")
