@@ -400,3 +400,10 @@ def test_collectives_in_a_launch_grid_are_refused():
 
     with pytest.raises(UnsupportedError, match="launch grid \\[2\\]"):
         system.launch(gridded[2], 2, [np.zeros((4, 8), np.float32)] * 2)
+
+
+def test_a_replica_group_naming_ranks_the_launch_lacks_is_refused():
+    """A group of 4 ranks on a 2-rank launch failed with a raw IndexError."""
+    xs = inputs(2)
+    with pytest.raises(ArgumentError, match="names rank 3, but the launch has 2 ranks"):
+        system.launch(all_reduce_kernel, 2, [(x, group_of(4), nl.add) for x in xs])

@@ -86,9 +86,14 @@ class ReplicaGroup:
                                 op="nki.collectives.ReplicaGroup", hint="each rank belongs to one list")
         self.groups = tuple(tuple(int(r) for r in g) for g in groups)
 
-    def group_of(self, rank: int, call: str) -> tuple[int, ...]:
+    def group_of(self, rank: int, call: str, ranks: int | None = None) -> tuple[int, ...]:
+        """The list holding `rank`; every rank it names must exist among the launch's `ranks`."""
         for group in self.groups:
             if rank in group:
+                if ranks is not None and max(group) >= ranks:
+                    raise ArgumentError(f"the replica group {list(map(list, self.groups))} names rank "
+                                        f"{max(group)}, but the launch has {ranks} ranks",
+                                        op=f"nki.collectives.{call}")
                 return group
         raise ArgumentError(f"rank {rank} is in no list of the replica group {list(map(list, self.groups))}",
                             op=f"nki.collectives.{call}")
@@ -270,7 +275,7 @@ def _collective(call: str, srcs, dsts, replica_group, *, op=None, dim=None, prio
     if kind == "permute":
         group = (binding.rank,)
     else:
-        group = _replica_group(replica_group, call).group_of(binding.rank, call)
+        group = _replica_group(replica_group, call).group_of(binding.rank, call, binding.world.size)
     running = backend.core()
     received = None
     if running.with_values:
