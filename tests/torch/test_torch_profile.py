@@ -131,3 +131,19 @@ def test_report_refuses_a_gpu_instance_and_an_lnc_of_zero():
         prof.report(instance="p5.48xlarge")
     with pytest.raises(trnsim.ConfigError, match="lnc=0"):
         prof.report(lnc=0)
+
+
+def test_an_outer_profile_sees_the_ops_of_an_inner_one():
+    """The outer block lost the matmul run inside the inner block."""
+    x = torch.ones(8, 8, device="neuron")
+    with trnsim.torch.profile(target="trn2") as outer:
+        x + x
+        with trnsim.torch.profile(target="trn2") as inner:
+            x @ x
+    assert "aten.mm.default" in outer.report().per_op and "aten.add.Tensor" not in inner.report().per_op
+
+
+def test_bad_profile_settings_are_refused_when_the_block_opens():
+    for settings in (dict(target="trn1", lnc=2), dict(instance="trn2.96xlarge")):
+        with pytest.raises(trnsim.TrnsimError), trnsim.torch.profile(**settings):
+            pytest.fail("the block ran")

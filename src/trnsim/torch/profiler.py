@@ -188,6 +188,8 @@ class Profile:
         self.counts: collections.Counter = collections.Counter()
         self.kernel_traces: list[tuple[str, object]] = []
         self.sequence: list[tuple] = []  # the recorded keys in the order they ran
+        self.outer: Profile | None = None  # an enclosing block's profile, which sees these ops too
+        self.report()  # a bad instance, or lnc=2 where the target has none, is refused when the block opens
 
     def record(self, func, args, out) -> None:
         """Note one op run on real buffers (dispatch calls this for every op while active).
@@ -206,10 +208,14 @@ class Profile:
         nodes, whose buffers this process never sees (torch/inductor.py)."""
         self.counts[key] += 1
         self.sequence.append(key)
+        if self.outer is not None:
+            self.outer.record_key(key)
 
     def record_trace(self, name: str, trace) -> None:
         """Note one NKI kernel launch (`trnsim.torch.nki_call`) by its instruction trace."""
         self.kernel_traces.append((name, trace))
+        if self.outer is not None:
+            self.outer.record_trace(name, trace)
 
     def report(self, target: str | None = None, lnc: int | None = None,
                instance: str | None = None) -> Report:
@@ -293,6 +299,7 @@ def profile(target: str | None = None, lnc: int = 1, instance: str | None = None
     priced instance of that chip).
     """
     recorder = Profile(target=target or config.current().target or DEFAULT_TARGET, lnc=lnc, instance=instance)
+    recorder.outer = current()
     token = ACTIVE.set(recorder)
     OPEN.append(recorder)
     try:
