@@ -382,3 +382,15 @@ def test_a_nan_index_offset_is_a_kernel_error():
         return nl.load(x[0:1, t[0, 0] + nl.arange(4)[None, :]])
     with pytest.raises(HazardError, match="holds nan"):
         offset_by(normal(1, 8), np.full((1, 1), np.nan, np.float32))
+
+
+def test_a_masked_reduction_that_keeps_one_column_keeps_its_shape():
+    """With mask i_f < 1 the reduced dim was taken for a kept one: a [128, 64] result."""
+    @nki.jit
+    def first_column_sum(x):
+        out = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        i_p, i_f = nl.mgrid[0:128, 0:64]
+        nl.store(out, nl.sum(nl.load(x), axis=1, keepdims=True, mask=(i_f < 1)))
+        return out
+    x = normal(128, 64)
+    np.testing.assert_array_equal(first_column_sum(x), x[:, :1])

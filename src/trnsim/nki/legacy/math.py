@@ -93,18 +93,27 @@ def _delegate(function, name: str):
         result = function(*map(cut, args), **{k: cut(v) for k, v in kwargs.items()})
         if result.ndim == 1 and result.buffer is not None and len(call.shape) > 1:
             result = result.expand_dim(1)  # a tile keeps its partition dim: [P] is the [P, 1] column
-        return wrap(result) if call.box is None else _into_full(result, call)
+        if call.box is None:
+            return wrap(result)
+        axis = kwargs.get("axis", args[1] if name in _AXIS_CALLS and len(args) > 1 else None)
+        reduced = () if axis is None or name not in _AXIS_CALLS else (
+            axis if isinstance(axis, tuple | list) else (axis,))
+        return _into_full(result, call, {a % len(call.shape) for a in reduced})
     op.__name__ = name
     op.nki_op = getattr(function, "nki_op", name)
     op.__doc__ = function.__doc__
     return op
 
 
-def _into_full(part, call: Call) -> Tile:
-    """A result computed on the mask's rectangle, placed in a tile of the unmasked size (dims the
-    call reduced keep their size)."""
-    kept = [len(range(*b.indices(n))) == n_part for b, n, n_part in zip(call.box, call.shape, part.shape,
-                                                                          strict=False)]
+_AXIS_CALLS = frozenset({*_REDUCTIONS, "mean", "var", "all"})
+"""Delegated calls whose second argument (or `axis=`) names the dims they reduce."""
+
+
+def _into_full(part, call: Call, reduced: set[int]) -> Tile:
+    """A result computed on the mask's rectangle, placed in a tile of the unmasked size; the dims
+    the call reduced keep the result's size."""
+    kept = [d not in reduced and len(range(*b.indices(n))) == n_part
+            for d, (b, n, n_part) in enumerate(zip(call.box, call.shape, part.shape, strict=False))]
     box = tuple(b if keep else slice(None) for b, keep in zip(call.box, kept, strict=False))
     shape = tuple(n if keep else n_part
                   for n, n_part, keep in zip(call.shape, part.shape, kept, strict=False))
