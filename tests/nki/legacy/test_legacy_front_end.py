@@ -394,3 +394,13 @@ def test_a_masked_reduction_that_keeps_one_column_keeps_its_shape():
         return out
     x = normal(128, 64)
     np.testing.assert_array_equal(first_column_sum(x), x[:, :1])
+
+
+def test_a_number_stored_into_hbm_fills_it():
+    """nl.store(hbm, value=3.0) was refused as a memset of HBM (the docstring allows a number)."""
+    @nki.jit
+    def fill(x):
+        out = nl.ndarray((300, 4), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=3.0)
+        return out
+    np.testing.assert_array_equal(fill(normal(1, 1)), np.full((300, 4), 3.0, np.float32))

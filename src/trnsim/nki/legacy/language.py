@@ -13,7 +13,7 @@ import numpy as np
 
 from trnsim.core.isa import Memory
 from trnsim.errors import UnsupportedError
-from trnsim.nki import calls, dtypes
+from trnsim.nki import backend, calls, dtypes
 from trnsim.nki import isa as nisa06
 from trnsim.nki import language as nl06
 from trnsim.nki.language import (  # noqa: F401 - the names the old nl shares with 0.6
@@ -160,7 +160,15 @@ def store(dst, value, mask=None):
 def _copy_into(target, value, **dma) -> None:
     """dst <- value: a DMA when either side is in HBM, else a Vector-engine copy; numbers memset."""
     _note_values(target)
-    if not is_tile(value):
+    if not is_tile(value) and target.storage.memory is Memory.HBM and target.ndim:
+        # a number into HBM: memset on chip, then the DMAs the old compiler made of the store
+        rows = nl06.tile_size.pmax
+        for start in range(0, target.shape[0], rows):
+            part = target[start:min(start + rows, target.shape[0])]
+            staged = backend.new_tensor(part.shape, target.dtype, dtypes.SBUF)
+            nisa06.memset(dst=staged, value=value)
+            nisa06.dma_copy(dst=part, src=staged, **dma)
+    elif not is_tile(value):
         nisa06.memset(dst=target, value=value)
     elif Memory.HBM in (target.storage.memory, value.storage.memory):
         nisa06.dma_copy(dst=target, src=in_sbuf(value), **dma)  # DMAs do not read PSUM
