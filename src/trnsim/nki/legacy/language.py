@@ -162,9 +162,9 @@ def _copy_into(target, value, **dma) -> None:
     _note_values(target)
     if not is_tile(value) and target.storage.memory is Memory.HBM and target.ndim:
         # a number into HBM: memset on chip, then the DMAs the old compiler made of the store
-        rows = nl06.tile_size.pmax
-        for start in range(0, target.shape[0], rows):
-            part = target[start:min(start + rows, target.shape[0])]
+        rows, total = nl06.tile_size.pmax, target.shape[0]
+        for start in range(0, total, rows):
+            part = target[start:start + rows if start + rows < total else total]  # `min` is nl.min here
             staged = backend.new_tensor(part.shape, target.dtype, dtypes.SBUF)
             nisa06.memset(dst=staged, value=value)
             nisa06.dma_copy(dst=part, src=staged, **dma)
