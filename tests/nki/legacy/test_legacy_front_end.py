@@ -404,13 +404,3 @@ def test_a_number_stored_into_hbm_fills_it():
         nl.store(out, value=3.0)
         return out
     np.testing.assert_array_equal(fill(normal(1, 1)), np.full((300, 4), 3.0, np.float32))
-
-
-def test_a_partial_mask_on_a_matmul_is_refused_by_name():
-    """The refusal said the mask did not fit 'the iteration space []'."""
-    @nki.jit
-    def masked(a, b):
-        i_k = nl.arange(128)[:, None]
-        return nisa.nc_matmul(nl.load(a), nl.load(b), mask=(i_k < 100))
-    with pytest.raises(UnsupportedError, match="leaves iterations out on nisa.nc_matmul"):
-        masked(normal(128, 64), normal(128, 32))

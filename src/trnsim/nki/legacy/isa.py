@@ -40,7 +40,7 @@ _PERF_MODES = {"double_row_gen3": "double_row"}
 def nc_matmul(stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
               tile_position=(), tile_size=(), mask=None, perf_mode="none") -> Tile:
     """stationary[K, M].T @ moving[K, N] -> PSUM [M, N] fp32."""
-    _whole_mask(mask, [stationary], "nisa.nc_matmul")  # a mask on the contraction rows, as kernels write it
+    _whole_mask(mask, [], "nisa.nc_matmul")
     params = {"is_stationary_onezero": is_stationary_onezero, "is_moving_onezero": is_moving_onezero,
               "is_transpose": is_transpose, "tile_position": tile_position, "tile_size": tile_size,
               "perf_mode": _PERF_MODES.get(getattr(perf_mode, "value", perf_mode), perf_mode)}

@@ -252,7 +252,7 @@ def static_cast(input_data, dtype):
 
 def matmul(x, y, transpose_x=False, mask=None) -> Tile:
     """x @ y (x given as [K, M] with transpose_x): a pending result, as nisa.nc_matmul's."""
-    _whole_mask(mask, [x], "nl.matmul")
+    _whole_mask(mask, [], "nl.matmul")
     stationary = _plain(x) if transpose_x else nl06.transpose(_plain(x))
     return Tile(None, pending=PendingMatmul(stationary, _plain(y), {}))
 
