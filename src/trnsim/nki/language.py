@@ -233,19 +233,19 @@ def gather_flattened(data, indices, axis: int = 0, dtype=None) -> NkiTensor:
 
 # --- loops and control flow ---------------------------------------------------------------------
 def affine_range(start, stop=None, step=1) -> range:
-    return _range("nl.affine_range", start, stop, step, static=True)
+    return _range("nl.affine_range", start, stop, step)
 
 
 sequential_range = static_range = affine_range
 
 
 def dynamic_range(start, stop=None, step=1):
-    return _range("nl.dynamic_range", start, stop, step, static=False)
+    return _range("nl.dynamic_range", start, stop, step)
 
 
 def fori_loop(lower, upper, body_fun, step=1):
     """Run body_fun(i) for each i; the loop variable is a read-only register."""
-    for i in _range("nl.fori_loop", lower, upper, step, static=False):
+    for i in _range("nl.fori_loop", lower, upper, step):
         body_fun(VirtualRegister(i))
 
 
@@ -256,22 +256,21 @@ def while_loop(init, body_fun):
         condition = body_fun(condition)
 
 
-def _range(what: str, start, stop, step, static: bool) -> range:
-    """range(start, stop, step) of integers (registers too, unless the loop is static)."""
+def _range(what: str, start, stop, step) -> range:
+    """range(start, stop, step) of integers or registers (their values now)."""
     start, stop = (0, start) if stop is None else (start, stop)
-    bounds = [_int(value, what, static) for value in (start, stop, step)]
+    bounds = [_int(value, what) for value in (start, stop, step)]
     if bounds[2] == 0:
         raise ArgumentError(f"{what}: step is 0", where=SourceLoc.of_caller())
     return range(*bounds)
 
 
-def _int(value, what: str = "an index", static: bool = False) -> int:
-    """An integer, or the value a register holds now (not for a static loop's bounds)."""
-    if isinstance(value, VirtualRegister) and not static:
+def _int(value, what: str = "an index") -> int:
+    """An integer, or the value a register holds now."""
+    if isinstance(value, VirtualRegister):
         return value.read_value()
     if type(value) is bool or not isinstance(value, int | np.integer):
-        raise ArgumentError(f"{what} takes integers{'' if static else ' or registers'}, not {value!r}",
-                            where=SourceLoc.of_caller())
+        raise ArgumentError(f"{what} takes integers or registers, not {value!r}", where=SourceLoc.of_caller())
     return int(value)
 
 
