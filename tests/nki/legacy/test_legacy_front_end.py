@@ -404,3 +404,16 @@ def test_a_number_stored_into_hbm_fills_it():
         nl.store(out, value=3.0)
         return out
     np.testing.assert_array_equal(fill(normal(1, 1)), np.full((300, 4), 3.0, np.float32))
+
+
+def test_a_masked_tensor_reduce_reduces_the_rectangle_the_mask_keeps():
+    """A mask that left iterations out was refused (UnsupportedError)."""
+    @nki.jit
+    def masked_max(x):
+        out = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        i_p, i_f = nl.mgrid[0:128, 0:64]
+        peak = nisa.tensor_reduce(np.max, nl.load(x), axis=1, keepdims=True, mask=(i_f < 40) & (i_p < 100))
+        nl.store(out[i_p[:, :1], 0], peak, mask=(i_p[:, :1] < 100))
+        return out
+    x = normal(128, 64)
+    np.testing.assert_array_equal(masked_max(x)[:100], x[:100, :40].max(axis=1, keepdims=True))

@@ -151,8 +151,17 @@ def tensor_reduce(op, data, axis, mask=None, dtype=None, negate=False, keepdims=
     axes = tuple(a % len(data.shape) for a in (axis if isinstance(axis, tuple | list) else (axis,)))
     keepdims = keepdims or len(axes) == len(data.shape) - 1  # a tile keeps a free dim: [P] is [P, 1]
     shape = [1 if d in axes else s for d, s in enumerate(data.shape) if keepdims or d not in axes]
-    return _compute(nisa06.tensor_reduce, data, dtype, mask, shape=tuple(shape), op=op, axis=axis,
-                    negate=negate, keepdims=keepdims)
+    call = Call([data], mask)
+    if call.box is None or call.empty:
+        return _compute(nisa06.tensor_reduce, data, dtype, mask, shape=tuple(shape), op=op, axis=axis,
+                        negate=negate, keepdims=keepdims)
+    # a mask keeps a rectangle: reduce its elements into the rows (and kept columns) it covers
+    tile = new_tile(tuple(shape), result_dtype(dtype, data))
+    place = tuple(slice(0, 1) if d in axes else call.box[d] for d in range(len(data.shape))
+                  if keepdims or d not in axes)
+    nisa06.tensor_reduce(dst=tile.base[place], op=_op(op), data=call.view(data, broadcast=False), axis=axis,
+                         negate=negate, keepdims=keepdims)
+    return tile
 
 
 def tensor_partition_reduce(op, data, mask=None, dtype=None) -> Tile:
