@@ -417,3 +417,17 @@ def test_a_masked_tensor_reduce_reduces_the_rectangle_the_mask_keeps():
         return out
     x = normal(128, 64)
     np.testing.assert_array_equal(masked_max(x)[:100], x[:100, :40].max(axis=1, keepdims=True))
+
+
+def test_a_masked_transpose_transposes_the_rectangle_the_mask_keeps():
+    """A mask that left rows out was refused (UnsupportedError)."""
+    @nki.jit
+    def first_rows_transposed(x):
+        i_p, i_f = nl.mgrid[0:128, 0:64]
+        flipped = nisa.nc_transpose(nl.load(x), mask=(i_p < 100))
+        out = nl.ndarray((64, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        j_p, j_f = nl.mgrid[0:64, 0:128]
+        nl.store(out[j_p, j_f], nl.copy(flipped, mask=(j_f < 100)), mask=(j_f < 100))
+        return out
+    x = normal(128, 64)
+    np.testing.assert_array_equal(first_rows_transposed(x)[:, :100], x[:100].T)

@@ -219,7 +219,15 @@ def nc_transpose(data, mask=None, dtype=None, engine=engine.unknown) -> Tile:
     on_vector = engine == nisa06.engine.vector or (engine == nisa06.engine.unknown and max(rows, cols) <= 32)
     buffer = dtypes.SBUF if on_vector else dtypes.PSUM
     chosen = nisa06.engine.vector if on_vector else nisa06.engine.tensor
-    return _compute(nisa06.nc_transpose, data, dtype, mask, shape=(cols, rows), buffer=buffer, engine=chosen)
+    call = Call([data], mask)
+    if call.box is None or call.empty or len(data.shape) != 2:
+        return _compute(nisa06.nc_transpose, data, dtype, mask, shape=(cols, rows), buffer=buffer,
+                        engine=chosen)
+    # a mask keeps a rectangle of [P, F]: its transpose lands in the same rectangle of [F, P]
+    tile = new_tile((cols, rows), result_dtype(dtype, data), buffer)
+    nisa06.nc_transpose(dst=tile.base[call.box[1], call.box[0]], data=call.view(data, broadcast=False),
+                        engine=chosen)
+    return tile
 
 
 def memset(shape, value, dtype, mask=None, engine=engine.unknown) -> Tile:
