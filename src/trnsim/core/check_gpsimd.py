@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from math import prod
 
-from trnsim.core import alu
 from trnsim.core.check import CHECK, _describe, _fail, _free
-from trnsim.core.check_vector import is_integer, same_layout
+from trnsim.core.check_vector import is_integer, refuse_magnitude_reduction, same_layout
 from trnsim.core.isa import Opcode
 from trnsim.core.trace import Instruction, Region
-from trnsim.errors import ArgumentError, DTypeError, KernelError, ShapeError
+from trnsim.errors import DTypeError, KernelError, ShapeError
 
 
 @CHECK.register(Opcode.IOTA, Opcode.AFFINE_SELECT)
@@ -29,9 +28,7 @@ def _partition_reduce(ins: Instruction, core) -> None:
     """Reducing across partitions leaves data's free elements, [1, F] (nl.sum(axis=0) writes them to
     a 1-D tile of F partitions, in the same order)."""
     data, dst = ins.inputs[0], ins.outputs[0]
-    if ins.param("op") in alu.MAGNITUDE_OPS:
-        _fail(ArgumentError, ins, f"op={ins.param('op')} is not legal as a reduction (the ISA's operator "
-              f"table)", hint="reduce with maximum/minimum of nl.abs")
+    refuse_magnitude_reduction(ins)
     if dst.elements != _free(data):
         _fail(ShapeError, ins, f"dst {dst.name!r} is [{dst.partition_count}, {_free(dst)}]; reducing "
               f"{data.name!r} across its partitions gives [1, {_free(data)}]")

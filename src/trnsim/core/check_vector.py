@@ -140,12 +140,17 @@ def _tensor_reduce(ins: Instruction, core) -> None:
     kept = prod(shape[1:axes[0]])
     if ins.param("op") in alu.BITWISE:
         _integers(ins, ins.param("op"), data, dst)
-    if ins.param("op") in alu.MAGNITUDE_OPS:
-        _fail(ArgumentError, ins, f"op={ins.param('op')} is not legal as a reduction (the ISA's operator "
-              f"table)", hint="reduce with maximum/minimum of nl.abs, or activation's reduce_op")
+    refuse_magnitude_reduction(ins)
     if _free(dst) != kept:
         _fail(ShapeError, ins, f"dst {list(shape_of(dst))} does not hold the result of reducing axes "
               f"{axes} of {list(shape)}: {data.partition_count} partitions x {kept} values")
+
+
+def refuse_magnitude_reduction(ins: Instruction) -> None:
+    """abs_max / abs_min are not legal as an ALU reduction (the ISA's operator table)."""
+    if ins.param("op") in alu.MAGNITUDE_OPS:
+        _fail(ArgumentError, ins, f"op={ins.param('op')} is not legal as a reduction (the ISA's operator "
+              f"table)", hint="reduce with maximum/minimum of nl.abs, or activation's reduce_op")
 
 
 def _integers(ins: Instruction, op: str, *regions: Region) -> None:

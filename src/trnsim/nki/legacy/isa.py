@@ -76,6 +76,19 @@ def _checked_mask(mask, data):
     return None
 
 
+def _rectangle(function, data, dtype, mask, shape, place, buffer=None, **params) -> Tile:
+    """A call whose result has a shape of its own (`shape`): with a mask that keeps a rectangle of
+    `data`, it runs on that rectangle and writes the part of the result `place(box, kept)` names
+    (the mask's box and the rectangle's view); without one, as `_compute` runs it."""
+    call = Call([data], mask)
+    if call.box is None or call.empty:
+        return _compute(function, data, dtype, mask, shape=shape, buffer=buffer, **params)
+    kept = call.view(data, broadcast=False)
+    tile = new_tile(shape, result_dtype(dtype, data), buffer)
+    function(dst=tile.base[place(call.box, kept)], data=kept, **{k: _op(v) for k, v in params.items()})
+    return tile
+
+
 def activation(op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                mask=None, dtype=None) -> Tile:
     return _compute(nisa06.activation, data, dtype, mask, columns=("bias", "scale", "reduce_res"), op=op,
@@ -151,17 +164,12 @@ def tensor_reduce(op, data, axis, mask=None, dtype=None, negate=False, keepdims=
     axes = tuple(a % len(data.shape) for a in (axis if isinstance(axis, tuple | list) else (axis,)))
     keepdims = keepdims or len(axes) == len(data.shape) - 1  # a tile keeps a free dim: [P] is [P, 1]
     shape = [1 if d in axes else s for d, s in enumerate(data.shape) if keepdims or d not in axes]
-    call = Call([data], mask)
-    if call.box is None or call.empty:
-        return _compute(nisa06.tensor_reduce, data, dtype, mask, shape=tuple(shape), op=op, axis=axis,
-                        negate=negate, keepdims=keepdims)
-    # a mask keeps a rectangle: reduce its elements into the rows (and kept columns) it covers
-    tile = new_tile(tuple(shape), result_dtype(dtype, data))
-    place = tuple(slice(0, 1) if d in axes else call.box[d] for d in range(len(data.shape))
-                  if keepdims or d not in axes)
-    nisa06.tensor_reduce(dst=tile.base[place], op=_op(op), data=call.view(data, broadcast=False), axis=axis,
-                         negate=negate, keepdims=keepdims)
-    return tile
+
+    def place(box, kept):  # the rows and kept columns the mask's rectangle covers
+        return tuple(slice(0, 1) if d in axes else box[d] for d in range(len(data.shape))
+                     if keepdims or d not in axes)
+    return _rectangle(nisa06.tensor_reduce, data, dtype, mask, tuple(shape), place, op=op, axis=axis,
+                      negate=negate, keepdims=keepdims)
 
 
 def tensor_partition_reduce(op, data, mask=None, dtype=None) -> Tile:
@@ -176,13 +184,8 @@ def bn_stats(data, mask=None, dtype=None) -> Tile:
 
     def chunks(view) -> int:
         return -(-math.prod(view.shape[1:]) // tile_size.bn_stats_fmax)
-    call = Call([data], mask)
-    if call.box is None or call.empty:
-        return _compute(nisa06.bn_stats, data, dtype, mask, shape=(data.shape[0], 6 * chunks(data)))
-    kept = call.view(data, broadcast=False)
-    tile = new_tile((data.shape[0], 6 * chunks(data)), result_dtype(dtype, data))
-    nisa06.bn_stats(dst=tile.base[call.box[0], 0:6 * chunks(kept)], data=kept)
-    return tile
+    return _rectangle(nisa06.bn_stats, data, dtype, mask, (data.shape[0], 6 * chunks(data)),
+                      lambda box, kept: (box[0], slice(0, 6 * chunks(kept))))
 
 
 def bn_aggr(data, mask=None, dtype=None) -> Tile:
@@ -219,15 +222,11 @@ def nc_transpose(data, mask=None, dtype=None, engine=engine.unknown) -> Tile:
     on_vector = engine == nisa06.engine.vector or (engine == nisa06.engine.unknown and max(rows, cols) <= 32)
     buffer = dtypes.SBUF if on_vector else dtypes.PSUM
     chosen = nisa06.engine.vector if on_vector else nisa06.engine.tensor
-    call = Call([data], mask)
-    if call.box is None or call.empty or len(data.shape) != 2:
-        return _compute(nisa06.nc_transpose, data, dtype, mask, shape=(cols, rows), buffer=buffer,
-                        engine=chosen)
+    if len(data.shape) != 2:
+        mask = _checked_mask(mask, data)
     # a mask keeps a rectangle of [P, F]: its transpose lands in the same rectangle of [F, P]
-    tile = new_tile((cols, rows), result_dtype(dtype, data), buffer)
-    nisa06.nc_transpose(dst=tile.base[call.box[1], call.box[0]], data=call.view(data, broadcast=False),
-                        engine=chosen)
-    return tile
+    return _rectangle(nisa06.nc_transpose, data, dtype, mask, (cols, rows),
+                      lambda box, kept: (box[1], box[0]), buffer=buffer, engine=chosen)
 
 
 def memset(shape, value, dtype, mask=None, engine=engine.unknown) -> Tile:
