@@ -183,7 +183,7 @@ def result_dtype(dtype, *operands) -> str:
         return "float32"
     if all(k == kinds[0] for k in kinds):
         return kinds[0].name
-    floats = [k for k in kinds if k.numpy.kind == "f" or k.name in ("bfloat16", "tfloat32")]
+    floats = [k for k in kinds if k.is_float]
     if floats and len(floats) < len(kinds):  # integers with floats: the widest float (numpy would
         return max(floats, key=lambda k: k.numpy.itemsize).name  # make int32 + float32 a float64)
     return dtypes.dtype(np.result_type(*(k.numpy for k in kinds))).name
