@@ -72,6 +72,13 @@ class Machine:
         return Price(self.spec.usd_per_hour, f"{sourced.source} ({sourced.date})")
 
 
+def check_counts(minimum: int = 1, **counts) -> None:
+    """ConfigError naming the first of a plan's `counts` that is not a whole number >= `minimum`."""
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ConfigError(f"{name}={value!r}: it must be a whole number of at least {minimum}")
+
+
 def machine(name: str) -> Machine:
     """The Machine for an instance or UltraServer name; SpecError naming the choices otherwise."""
     try:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 
 from trnsim.errors import ConfigError
 from trnsim.planner import calibration
-from trnsim.planner.machines import Machine, machine
+from trnsim.planner.machines import Machine, check_counts, machine
 from trnsim.planner.memory import RESERVED_FRACTION
 from trnsim.planner.models import Model, model
 from trnsim.planner.ops import head_ops, layer_ops
@@ -76,11 +76,8 @@ def check(mdl: Model, mach: Machine, plan: ServePlan) -> None:
     """ConfigError for a plan the instance cannot run. tp need not divide the attention heads:
     Neuron's inference pads them (Llama-3-8B, 32 heads, is published at tp 24 on inf2: rows I1, X34
     of data/calibration.csv)."""
-    counts = {"tp": plan.tp, "concurrency": plan.concurrency, "compiled_batch": plan.compiled_batch,
-              "seq_in": plan.seq_in, "seq_out": plan.seq_out}
-    for name, value in counts.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{name}={value!r}: it must be a whole number of at least 1")
+    check_counts(tp=plan.tp, concurrency=plan.concurrency, compiled_batch=plan.compiled_batch,
+                 seq_in=plan.seq_in, seq_out=plan.seq_out)
     if plan.tp < 1 or plan.tp > mach.ranks or mach.ranks % plan.tp:
         raise ConfigError(f"tp {plan.tp} does not divide the {mach.ranks} ranks of {mach.name}",
                           hint=f"tp in {[d for d in range(1, mach.ranks + 1) if mach.ranks % d == 0]}")

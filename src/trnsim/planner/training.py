@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 
 from trnsim.errors import ConfigError
 from trnsim.planner import calibration, memory
-from trnsim.planner.machines import PRECISIONS, Machine, machine
+from trnsim.planner.machines import PRECISIONS, Machine, check_counts, machine
 from trnsim.planner.models import Model, model
 from trnsim.planner.ops import Op, backward, flops, head_ops, layer_ops
 from trnsim.planner.optime import collective_seconds, ops_seconds
@@ -82,13 +82,9 @@ class TrainResult:
 
 def check(mdl: Model, mach: Machine, nodes: int, plan: TrainPlan) -> None:
     """ConfigError, saying what would divide, for a plan the model or machine cannot run."""
-    counts = {"nodes": nodes, "tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "ep": plan.ep,
-              "microbatch": plan.microbatch, "global_batch": plan.global_batch, "interleave": plan.interleave}
-    for name, value in counts.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{name}={value!r}: it must be a whole number of at least 1")
-    if isinstance(plan.seq, bool) or not isinstance(plan.seq, int) or plan.seq < 0:
-        raise ConfigError(f"seq={plan.seq!r}: it must be a whole number (0: the model's length)")
+    check_counts(nodes=nodes, tp=plan.tp, pp=plan.pp, dp=plan.dp, ep=plan.ep, microbatch=plan.microbatch,
+                 global_batch=plan.global_batch, interleave=plan.interleave)
+    check_counts(0, seq=plan.seq)  # 0: the model's length
     if plan.interleave > 1 and plan.pp == 1:
         raise ConfigError(f"interleave {plan.interleave} needs pipeline stages to interleave (pp > 1)")
     if mdl.heads % plan.tp or (mdl.kv_heads % plan.tp and plan.tp % mdl.kv_heads):
