@@ -36,11 +36,16 @@ def _nothing(*_args, **_kwargs) -> None:
     """Every op has finished when it returns, and no memory is cached."""
 
 
-def _refused(name: str):
+NO_HISTORY = ("memory_stats", "max_memory_allocated", "max_memory_reserved", "reset_peak_memory_stats",
+              "reset_accumulated_memory_stats")
+"""Memory calls that need a history of allocations: refused in torch.accelerator and torch.neuron."""
+
+
+def no_history(name: str):
+    """The refusal of `name` (a qualified function name), one of NO_HISTORY."""
     def refuse(*_args, **_kwargs):
-        raise UnsupportedError(f"torch.accelerator.{name} on neuron: trnsim counts device memory when "
-                               "asked, not at every allocation, so it keeps no peaks or totals",
-                               what=f"torch.accelerator.{name}",
+        raise UnsupportedError(f"{name} on neuron: trnsim counts device memory when asked, not at every "
+                               "allocation, so it keeps no peaks or totals", what=name,
                                hint="torch.accelerator.memory_allocated() (or torch.neuron."
                                     "memory_allocated()) gives the memory in use now")
     return refuse
@@ -52,8 +57,7 @@ ANSWERS = {
     "get_memory_info": _memory_info,
     "empty_cache": _nothing,
     "synchronize": _nothing,
-    **{name: _refused(name) for name in ("memory_stats", "max_memory_allocated", "max_memory_reserved",
-                                         "reset_peak_memory_stats", "reset_accumulated_memory_stats")},
+    **{name: no_history(f"torch.accelerator.{name}") for name in NO_HISTORY},
 }
 """torch.accelerator function -> its answer for the neuron device."""
 

@@ -67,9 +67,7 @@ def _module() -> types.ModuleType:
         "mem_get_info": mem_get_info,
         "get_device_name": get_device_name,
         "is_bf16_supported": lambda including_emulation=True: True,
-        **{name: _no_history(name) for name in ("max_memory_allocated", "max_memory_reserved",
-                                                "memory_stats", "reset_peak_memory_stats",
-                                                "reset_accumulated_memory_stats")},
+        **{name: accelerator.no_history(f"torch.neuron.{name}") for name in accelerator.NO_HISTORY},
         "device": _DeviceContext,
         "_utils": types.SimpleNamespace(_get_device_index=_storage_index),
         "Stream": Stream,
@@ -90,15 +88,6 @@ def get_device_name(device=None) -> str:
     check_index(device if device is not None else tensor.CURRENT[0])
     chip = distributed.machine().fabric.system.chip.name
     return f"trnsim-emulated {chip} logical NeuronCore ({distributed.instance()})"
-
-
-def _no_history(name: str):
-    def refuse(*_args, **_kwargs):
-        raise UnsupportedError(f"torch.neuron.{name}: trnsim counts device memory when asked, not at "
-                               "every allocation, so it keeps no peaks or totals",
-                               what=f"torch.neuron.{name}",
-                               hint="torch.neuron.memory_allocated() gives the memory in use now")
-    return refuse
 
 
 class _DeviceContext(contextlib.AbstractContextManager):
