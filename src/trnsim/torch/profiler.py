@@ -181,15 +181,13 @@ class Profile:
     """What ran on neuron inside a `profile` block; `report(target)` times it."""
 
     def __init__(self, *, target: str, lnc: int, instance: str | None):
-        if lnc not in (1, 2):
-            raise ConfigError(f"lnc={lnc} is not a logical-core size", hint="use 1 or 2")
         hardware.core(target)
+        _pricing_instance(target, lnc, instance)  # a bad instance or lnc is refused when the block opens
         self.target, self.lnc, self.instance = target, lnc, instance
         self.counts: collections.Counter = collections.Counter()
         self.kernel_traces: list[tuple[str, object]] = []
         self.sequence: list[tuple] = []  # the recorded keys in the order they ran
         self.outer: Profile | None = None  # an enclosing block's profile, which sees these ops too
-        self.report()  # a bad instance, or lnc=2 where the target has none, is refused when the block opens
 
     def record(self, func, args, out) -> None:
         """Note one op run on real buffers (dispatch calls this for every op while active).
@@ -224,16 +222,7 @@ class Profile:
         from trnsim.timing import schedule
 
         target, lnc = target or self.target, self.lnc if lnc is None else lnc
-        if lnc not in (1, 2):
-            raise ConfigError(f"lnc={lnc!r}: a logical core is 1 or 2 physical cores")
-        spec = hardware.instance(instance or self.instance) if (instance or self.instance) else \
-            default_instance(target)
-        if spec is not None and spec.chip is None:
-            raise ConfigError(f"instance {spec.name} has no NeuronCores to price a core's share of",
-                              hint="name a Trainium or Inferentia instance")
-        if lnc == 2 and spec is not None and not spec.logical_cores:
-            raise ConfigError(f"{spec.name} has no logical cores (LNC=2)",
-                              hint="use lnc=1 or a trn2/trn3 target")
+        spec = _pricing_instance(target, lnc, instance or self.instance)
         untimed: collections.Counter = collections.Counter()
         seconds = self._seconds(target, lnc, target if spec is None else spec.name, untimed)
         per_op: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0])
@@ -288,6 +277,21 @@ class Profile:
     @property
     def cost_usd(self) -> float:
         return self.report().cost_usd
+
+
+def _pricing_instance(target: str, lnc: int, instance: str | None):
+    """The instance whose price a report uses (None: no priced instance of the target's chip);
+    ConfigError for an lnc other than 1 or 2, an instance without NeuronCores, or lnc=2 where
+    the instance has no logical cores."""
+    if lnc not in (1, 2):
+        raise ConfigError(f"lnc={lnc!r}: a logical core is 1 or 2 physical cores")
+    spec = hardware.instance(instance) if instance else default_instance(target)
+    if spec is not None and spec.chip is None:
+        raise ConfigError(f"instance {spec.name} has no NeuronCores to price a core's share of",
+                          hint="name a Trainium or Inferentia instance")
+    if lnc == 2 and spec is not None and not spec.logical_cores:
+        raise ConfigError(f"{spec.name} has no logical cores (LNC=2)", hint="use lnc=1 or a trn2/trn3 target")
+    return spec
 
 
 @contextlib.contextmanager
