@@ -56,8 +56,9 @@ def test_held_out_dma_micro_measurement_within_5_percent(fidelity):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="issue 14: mamba v2 (seq 512), v3 29-37% slow; v1 -> v2 fails")
 def test_held_out_published_kernels_within_20_percent_per_engine_class(fidelity):
+    if fidelity._mamba_module() is None:
+        pytest.skip("the SDK's mamba kernels need the aws-neuron-sdk mirror or TRNSIM_LEGACY_KERNELS")
     rows = [row for row in fidelity.load_table() if row["fitted"] == "no"]
     report = fidelity.run([row for row in rows if row["id"] not in fidelity.SLOW_ROWS
                            and not row["kernel"].startswith("matmul_")])

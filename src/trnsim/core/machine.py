@@ -25,7 +25,7 @@ from trnsim.core.execute import run as run_instruction
 from trnsim.core.isa import SPECS, Engine, Memory, Opcode
 from trnsim.core.memory import Allocator, HbmBudget, MemorySystem, View
 from trnsim.core.runtime import current as current_runtime
-from trnsim.core.trace import Instruction, Trace, freeze_params
+from trnsim.core.trace import NKI_COMPILER, Instruction, Trace, freeze_params
 from trnsim.errors import KernelError, SourceLoc, TrnsimError, UnsupportedError
 
 _TRNSIM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -87,8 +87,8 @@ class Launch:
     """What the cores of one kernel launch share: the trace, buffer ids, a lock, mailboxes (for
     sendrecv and barriers between the cores of LNC=2), HBM."""
 
-    def __init__(self, target: str, cores: int):
-        self.trace = Trace(target)
+    def __init__(self, target: str, cores: int, compiler: str = NKI_COMPILER):
+        self.trace = Trace(target, compiler=compiler)
         self.ids = itertools.count()
         self.lock = threading.Lock()
         self.cores = cores  # cores running side by side as threads (2 under LNC=2)

@@ -115,12 +115,23 @@ def freeze_params(params: Mapping[str, object]) -> Mapping[str, object]:
     return MappingProxyType(dict(params))
 
 
-class Trace(list):
-    """The instructions of one kernel run, in program order, for one target (e.g. "trn2")."""
+NKI_COMPILER = "nki"
+"""The NKI compiler (NKI 0.6): it keeps the kernel's instructions as written ("preserving the
+developer's optimization choices", aws-neuron-sdk nki/deep-dives/nki-compiler.rst)."""
+NEURONX_CC = "neuronx-cc"
+"""The compiler of old-API kernels (`neuronxcc.nki`, NKI Beta 1), which optimises their loops."""
 
-    def __init__(self, target: str, instructions: Iterable[Instruction] = ()):
+
+class Trace(list):
+    """The instructions of one kernel run, in program order, for one target (e.g. "trn2").
+
+    `compiler` is the compiler that would build the kernel (`NKI_COMPILER` or `NEURONX_CC`): the
+    timing model follows what each does with the instructions."""
+
+    def __init__(self, target: str, instructions: Iterable[Instruction] = (), compiler: str = NKI_COMPILER):
         super().__init__(instructions)
         self.target = target
+        self.compiler = compiler
 
     def by_engine(self) -> dict[Engine, list[Instruction]]:
         groups: dict[Engine, list[Instruction]] = {}

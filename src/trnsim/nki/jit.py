@@ -26,7 +26,7 @@ from trnsim.core import blas
 from trnsim.core.isa import Memory
 from trnsim.core.machine import Launch, NeuronCore
 from trnsim.core.runtime import current as current_runtime
-from trnsim.core.trace import Trace
+from trnsim.core.trace import NKI_COMPILER, Trace
 from trnsim.errors import ArgumentError, ConfigError, KernelError, ShapeError, SourceLoc, TrnsimError
 from trnsim.nki import backend, dtypes, interop, lnc
 from trnsim.nki.tensor import NkiTensor
@@ -87,6 +87,8 @@ class TensorSpec:
 
 class Kernel:
     """A kernel function plus its launch grid. Calling it simulates it."""
+
+    compiler = NKI_COMPILER  # what builds it on hardware: the timing model follows that compiler
 
     def __init__(self, fn, grid: tuple[int, ...] = (), options: dict | None = None):
         if any(test(fn) for test in (inspect.isgeneratorfunction, inspect.isasyncgenfunction,
@@ -211,7 +213,7 @@ def run(kernel: Kernel, args, kwargs, *, target: str | None, with_values: bool):
     target = resolve_target(target)
     spec = hardware.core(target)
     programs = prod(kernel.grid) if kernel.grid else 1
-    launch = Launch(target, programs if programs == 2 else 1)
+    launch = Launch(target, programs if programs == 2 else 1, kernel.compiler)
     settings = config.current()
     # The two cores of an LNC=2 launch run as threads that share HBM: they execute eagerly, so no
     # thread ever runs another's deferred queue.

@@ -6,7 +6,8 @@ write-after-read and write-after-write on overlapping bytes of the same allocati
 issue latency (a DMA's descriptor, an engine's SBUF/PSUM access), which the instruction ahead on
 the same lane hides. A DMA goes to the queue the kernel named, else to the queue that frees first;
 a compiler spill to the core's spill queue. An instruction that had to wait for data also pays
-the static semaphore overhead of its engine. Costs come from `timing.costs`, so the same trace can
+the static semaphore overhead of its engine. An old-API kernel's instruction that recomputes a
+result its compiler keeps runs nothing (`timing.reuse`). Costs come from `timing.costs`, so the same trace can
 be timed for any generation without re-running the kernel.
 
     >>> timeline = schedule(trace, "trn2")
@@ -21,7 +22,7 @@ import numpy as np
 
 from trnsim.core.isa import MATMUL, Engine, Opcode
 from trnsim.core.runtime import current as current_runtime
-from trnsim.core.trace import Instruction, Trace
+from trnsim.core.trace import NEURONX_CC, Instruction, Trace
 from trnsim.errors import ConfigError
 from trnsim.hardware.specs import CoreSpec
 from trnsim.timing.costs import (
@@ -33,6 +34,7 @@ from trnsim.timing.costs import (
     psum_operand_seconds,
 )
 from trnsim.timing.hazards import HazardTracker
+from trnsim.timing.reuse import ResultReuse
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -194,6 +196,7 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
     operands, record = hazards.operands, hazards.record
     copy, tensor_tensor = Opcode.TENSOR_COPY, Opcode.TENSOR_TENSOR
     broadcasts: set[int] = set()  # allocations a TensorE partition broadcast left in PSUM
+    reuse = ResultReuse() if trace.compiler == NEURONX_CC else None
     for index, ins in enumerate(trace):
         shapes, accesses, ready, blocker = operands(ins)
         kind = (ins.opcode, ins.engine, shapes)
@@ -214,6 +217,14 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
             if ins.opcode is tensor_tensor and any(r.buffer in broadcasts for r in ins.inputs):
                 seconds = psum_operand_seconds(ins, core)
             broadcasts.difference_update(r.buffer for r in ins.outputs)
+        if reuse is not None:
+            earlier = reuse.earlier(index, ins, engine, shapes)
+            if earlier is not None:  # the compiler keeps the earlier result: nothing runs
+                end = max(end_s[earlier], data_ready)
+                lane_of[index], start_s[index], end_s[index] = lane_of[earlier], end, end
+                waited_on[index] = earlier
+                record(accesses, end, index)
+                continue
         if engine is dma:  # a collective runs on the collective cores' stream, beside the queues
             if ins.opcode is Opcode.COLLECTIVE:
                 lane = lanes.lane(dma, ins.core, "_cc")

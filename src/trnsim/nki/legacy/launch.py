@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 
 from trnsim.core.isa import Memory
+from trnsim.core.trace import NEURONX_CC
 from trnsim.errors import ConfigError, SourceLoc
 from trnsim.nki.jit import Kernel, TensorSpec, _launch_grid, resolve_target, run
 from trnsim.nki.jit import trace as trace06
@@ -22,6 +23,8 @@ MODES = ("auto", "simulation", "baremetal", "benchmark", "trace", "torchxla", "j
 
 class LegacyKernel(Kernel):
     """An old-API kernel: arguments become Tiles, results are handed back as arrays."""
+
+    compiler = NEURONX_CC
 
     def __init__(self, fn, grid=(), options=None):
         super().__init__(fn, grid, options)

@@ -1,0 +1,79 @@
+"""Old-API kernels are timed as neuronx-cc builds them: a loop-invariant compute instruction runs
+once. NKI 0.6 kernels keep every instruction."""
+
+import numpy as np
+
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
+from trnsim.core.isa import Opcode
+from trnsim.core.trace import NEURONX_CC, NKI_COMPILER
+from trnsim.nki import legacy
+from trnsim.timing.schedule import schedule
+
+X = nki.TensorSpec((128, 512), "float32")
+
+
+def _kernel(reload: bool = False, opcode: str = "multiply"):
+    @nki.jit
+    def kernel(x):
+        a = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=x)
+        acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=acc, value=0.0)
+        for _ in nl.affine_range(4):
+            if reload:
+                nisa.dma_copy(dst=a, src=x)
+            t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+            if opcode == "dropout":
+                nisa.dropout(dst=t, data=a, prob=0.5)
+            else:
+                nisa.tensor_tensor(dst=t, data1=a, data2=a, op=nl.multiply)
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=t, op=nl.add)
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=acc)
+        return out
+    return kernel
+
+
+def _durations(trace, opcode: Opcode, compiler: str):
+    trace.compiler = compiler
+    timeline = schedule(trace, "trn1")
+    picked = [i for i, ins in enumerate(trace) if ins.opcode is opcode and ins.inputs[0].buffer != ins.outputs[0].buffer]
+    return timeline.duration_s[picked].tolist(), timeline.latency_s
+
+
+def test_an_old_api_kernel_computes_a_loop_invariant_product_once():
+    trace = nki.trace(_kernel(), X, target="trn1")
+    kept, kept_latency = _durations(trace, Opcode.TENSOR_TENSOR, NKI_COMPILER)
+    reused, reused_latency = _durations(trace, Opcode.TENSOR_TENSOR, NEURONX_CC)
+    assert len(kept) == 4 and all(d > 0 for d in kept)
+    assert reused[0] == kept[0] and reused[1:] == [0.0, 0.0, 0.0]
+    assert reused_latency < kept_latency
+
+
+def test_a_product_of_a_reloaded_tile_is_computed_again():
+    trace = nki.trace(_kernel(reload=True), X, target="trn1")
+    reused, _ = _durations(trace, Opcode.TENSOR_TENSOR, NEURONX_CC)
+    assert len(reused) == 4 and all(d > 0 for d in reused)
+
+
+def test_random_numbers_are_drawn_every_time():
+    trace = nki.trace(_kernel(opcode="dropout"), X, target="trn1")
+    reused, _ = _durations(trace, Opcode.DROPOUT, NEURONX_CC)
+    assert len(reused) == 4 and all(d > 0 for d in reused)
+
+
+def test_traces_name_the_compiler_of_their_api():
+    @legacy.jit
+    def old(x):
+        out = legacy.language.ndarray(x.shape, dtype=x.dtype, buffer=legacy.language.shared_hbm)
+        legacy.language.store(out, legacy.language.load(x))
+        return out
+
+    x = np.ones((128, 512), np.float32)
+    old(x)
+    assert old.last_trace.compiler == NEURONX_CC
+    kernel = _kernel()
+    kernel(x)
+    assert kernel.last_trace.compiler == NKI_COMPILER
