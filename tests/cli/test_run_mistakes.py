@@ -4,6 +4,7 @@
 ran); tables written to a pipe or a file keep every cell whole.
 """
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,6 @@ import pytest
 from trnsim.cli import main
 from trnsim.cli import specs as specs_command
 from trnsim.errors import ConfigError
-from trnsim.reports.kernel import KernelProfile
 
 SCRIPT = """
     import pathlib
@@ -70,20 +70,28 @@ def test_an_unwritable_report_directory_is_refused_before_the_script_runs(tmp_pa
 
 
 def test_a_failed_report_write_leaves_no_half_written_directory(tmp_path, script, capsys, monkeypatch):
-    """The first launch's files are written, the second fails: the directory must not appear."""
+    """Two files are in place when the third fails to move: none may stay, nor the directory."""
     calls = []
-    write = KernelProfile.write
+    replace = os.replace
 
-    def failing_write(self, directory, stem=None):
-        calls.append(self.name)
-        if len(calls) == 2:
+    def failing_replace(source, destination):
+        calls.append(destination)
+        if len(calls) == 3:
             raise OSError(28, "No space left on device")
-        return write(self, directory, stem)
+        return replace(source, destination)
 
-    monkeypatch.setattr(KernelProfile, "write", failing_write)
+    monkeypatch.setattr(os, "replace", failing_replace)
     err = refused(capsys, "run", "--target", "trn2", "--report", str(tmp_path / "out" / "deep"), str(script))
-    assert "could not write the report" in err and "No space left on device" in err
+    assert "cannot write" in err and "No space left on device" in err and len(calls) == 3
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kernels.py", "ran"]
+
+
+def test_a_report_file_blocked_by_a_directory_leaves_the_others_unwritten(tmp_path, script, capsys):
+    out = tmp_path / "out"
+    (out / "double_2.json").mkdir(parents=True)
+    err = refused(capsys, "run", "--target", "trn2", "--report", str(out), str(script))
+    assert "double_2.json" in err and "is a directory" in err
+    assert sorted(p.name for p in out.iterdir()) == ["double_2.json"]
 
 
 def test_report_files_land_in_an_existing_directory_beside_what_is_there(tmp_path, script, capsys):
@@ -222,6 +230,7 @@ def test_piped_compare_keeps_every_column(tmp_path):
 
 
 def test_report_file_names_stay_distinct_when_labels_do_not():
-    """Launch labels `k#1` and `k_1` both became k_1.html: the report directory was then refused."""
+    """Launch labels `k#1` and `k_1` both became k_1.html: the report directory was then refused.
+    A kernel launched once keeps its own name; the numbered launch gives way."""
     from trnsim.cli.run import unique_stems
-    assert unique_stems(["k#1", "k_1", "a/b", "a_b", "K#1"]) == ["k_1", "k_1-2", "a_b", "a_b-2", "K_1-3"]
+    assert unique_stems(["k#1", "k_1", "a/b", "a_b", "K#1"]) == ["k_1-2", "k_1", "a_b", "a_b-2", "K_1-3"]

@@ -91,6 +91,12 @@ def test_specs_shows_fabrics_and_one_topology(capsys, tmp_path):
     assert "no chip network" in capsys.readouterr().err
 
 
+def test_a_topology_as_json_still_draws_its_picture(capsys, tmp_path):
+    picture = tmp_path / "topo.png"
+    assert main(["specs", "--topology", "trn2.48xlarge", "--json", "--picture", str(picture)]) == 0
+    assert json.loads(capsys.readouterr().out) and picture.stat().st_size > 1000
+
+
 SCRIPT = '''
 import numpy as np
 import nki

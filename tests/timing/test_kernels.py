@@ -145,3 +145,27 @@ def test_trnsim_run_leaves_out_the_kernels_trnsim_itself_launches(tmp_path, caps
     code = main(["run", "--target", "trn2", "--report", str(tmp_path / "out"), str(script)])
     assert code == 0, capsys.readouterr().err
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["double.html", "double.json"]
+
+
+LEGACY_SCRIPT = """
+import numpy as np
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+@nki.jit
+def old_copy(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.load(a))
+    return out
+
+x = np.ones((128, 64), np.float32)
+assert np.array_equal(nki.simulate_kernel(old_copy, x), x)
+"""
+
+
+def test_trnsim_run_gives_an_old_api_script_the_old_api_and_times_each_core_once(tmp_path, capsys):
+    script = tmp_path / "old.py"
+    script.write_text(LEGACY_SCRIPT)
+    assert main(["run", "--target", "trn2,TRN2,NeuronCore-v3", str(script)]) == 0, capsys.readouterr().err
+    rows = [line for line in capsys.readouterr().out.splitlines() if "old_copy" in line]
+    assert len(rows) == 1 and "trn2" in rows[0]

@@ -164,11 +164,7 @@ def run(args: argparse.Namespace) -> int:
     rows = results(args)
     document = report(args, rows)
     if args.report_to_json_file:
-        try:
-            write_atomic(args.report_to_json_file, json.dumps(document, indent=4) + "\n")
-        except OSError as error:
-            raise ConfigError(f"cannot write {args.report_to_json_file!r}: {error.strerror or error}") \
-                from None
+        write_atomic(args.report_to_json_file, json.dumps(document, indent=4) + "\n")
     if args.plot:
         from trnsim.system.pictures import busbw_plot
 

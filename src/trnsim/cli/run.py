@@ -3,14 +3,16 @@
     trnsim run my_kernels.py --size 256                  # the script's `import nki` runs on trnsim
     trnsim run my_kernels.py --target trn1,trn2 --report out/
 
-The script's `import nki` (and the old `neuronxcc.nki`) is aliased to trnsim.nki, as
-`trnsim.nki.compat.enable()` does; a real nki installation is never shadowed (the command stops
-with an error instead). Every kernel launch the script makes (simulate, trace or a direct call)
-is recorded; afterwards each trace is timed on every target, a summary table is printed, and with
-`--report DIR` each launch gets DIR/<kernel>.html (self-contained report) and DIR/<kernel>.json
-(Perfetto / Chrome trace). Options for trnsim come before the script name; everything after it
-goes to the script. `--target` and `--report` are checked before the script runs, and the report
-files appear together once every launch is timed (never a half-written directory).
+The script's `import nki` runs on trnsim.nki (NKI 0.6) and its `import neuronxcc.nki` on the old
+API's front end (trnsim.nki.legacy), as `trnsim.nki.compat.enable(legacy=True)` does; a real nki
+installation is never shadowed (the command stops with an error instead). Every kernel launch
+the script makes (simulate, trace or a direct call) is recorded; afterwards each trace is timed
+on every target, a summary table is printed, and with `--report DIR` each launch gets
+DIR/<kernel>.html (self-contained report) and DIR/<kernel>.json (Perfetto / Chrome trace); a
+kernel launched more than once gets <kernel>_1, <kernel>_2, ... Options for trnsim come before
+the script name; everything after it goes to the script. `--target` and `--report` are checked
+before the script runs, and the report files appear together once every launch is timed (never
+a half-written directory).
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ from trnsim import hardware
 from trnsim.cli.specs import console as wide_console
 from trnsim.errors import ConfigError, SpecError, TrnsimError, UnsupportedError
 from trnsim.nki import collectives
-from trnsim.reports.kernel import DEFAULT_TARGETS, KernelProfile, safe_name, summary_table
+from trnsim.reports.kernel import DEFAULT_TARGETS, KernelProfile, safe_name, summary_table, timed_targets
+from trnsim.timing.perfetto import write_all
 from trnsim.timing.profile import profile_trace
 
 
@@ -59,13 +62,13 @@ def parse_targets(text: str | None) -> list[str]:
     """"trn1,trn2" -> ["trn1", "trn2"], each a generation trnsim can time; the default when None."""
     if text is None:
         return list(DEFAULT_TARGETS)
-    targets = list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+    targets = [t.strip() for t in text.split(",") if t.strip()]
     if not targets:
         raise ConfigError(f"--target {text!r} names no target",
                           hint=f"e.g. --target {','.join(DEFAULT_TARGETS)}")
     for target in targets:
         check_target(target)
-    return targets
+    return timed_targets(targets)  # one of each core: trn2, TRN2 and NeuronCore-v3 are one
 
 
 def check_target(name: str) -> None:
@@ -101,14 +104,14 @@ def report_directory(text: str | None) -> Path | None:
     if not base.is_dir():
         raise ConfigError(f"--report {text!r} cannot be created: {base} is a file")
     try:
-        os.rmdir(tempfile.mkdtemp(dir=base, prefix=STAGING_PREFIX))
+        os.rmdir(tempfile.mkdtemp(dir=base, prefix=PROBE_PREFIX))
     except OSError as error:
         raise ConfigError(f"--report {text!r} is not writable: {error.strerror} in {base}") from None
     return path
 
 
-STAGING_PREFIX = ".trnsim-report-"
-"""Name prefix of the hidden directory report files are written into before they move into place."""
+PROBE_PREFIX = ".trnsim-report-"
+"""Name prefix of the hidden directory made and removed to check that --report is writable."""
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -184,7 +187,7 @@ def run_script(script: str, script_args: list[str]) -> int:
     from trnsim.nki import compat
 
     check_script(script)
-    compat.enable()
+    compat.enable(legacy=True)
     saved_argv, saved_path = sys.argv, list(sys.path)
     sys.argv = [script, *script_args]
     sys.path.insert(0, str(Path(script).resolve().parent))  # as `python script.py` does
@@ -258,38 +261,36 @@ def profile_launches(launches, targets: list[str], console: Console) -> list[Ker
 
 def unique_stems(labels: list[str]) -> list[str]:
     """A file stem per launch label, distinct even where two labels differ only in characters a
-    file name cannot hold (`k#1` and `k_1`), or in case: a later one gets -2, -3, ..."""
-    taken, stems = set(), []
-    for label in labels:
-        stem = base = safe_name(label)
+    file name cannot hold (`k#1` and `k_1`), or in case. Kernels launched once keep their own
+    name; a numbered launch (`k#2`) that would take another's gets -2, -3, ..."""
+    taken: set[str] = set()
+    stems: list[str | None] = [None] * len(labels)
+    plain_first = sorted(range(len(labels)), key=lambda index: "#" in labels[index])
+    for index in plain_first:
+        stem = base = safe_name(labels[index])
         number = 2
         while stem.lower() in taken:
             stem, number = f"{base}-{number}", number + 1
         taken.add(stem.lower())
-        stems.append(stem)
+        stems[index] = stem
     return stems
 
 
 def write_reports(profiles: list[KernelProfile], directory: Path) -> list[Path]:
-    """Every launch's HTML and Perfetto files into `directory`, which gets all of them or none.
-
-    The files are written into a hidden staging directory first, then moved in; on a failure
-    the directories this call created are removed again.
-    """
+    """Every launch's HTML and Perfetto files into `directory`, which gets all of them or none
+    (`write_all`); on a failure the directories this call created are removed again."""
     base = _nearest_existing(directory)
     created = None if directory == base else base / directory.relative_to(base).parts[0]
+    stems = unique_stems([item.name for item in profiles])
+    files: dict[Path, str] = {}
+    for item, stem in zip(profiles, stems, strict=True):
+        files.update(item.files(directory, stem))
     try:
-        with tempfile.TemporaryDirectory(dir=base, prefix=STAGING_PREFIX) as staging:
-            stems = unique_stems([item.name for item in profiles])
-            written = [path for item, stem in zip(profiles, stems, strict=True)
-                       for path in item.write(staging, stem)]
-            directory.mkdir(parents=True, exist_ok=True)
-            moved = [path.replace(directory / path.name) for path in written]
-    except OSError as error:
+        return write_all(files)
+    except ConfigError:
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)
-        raise ConfigError(f"could not write the report into {directory}: {error.strerror or error}") from None
-    return moved
+        raise
 
 
 def run(args) -> int:

@@ -209,6 +209,11 @@ def show_topology(catalog: Catalog, args: argparse.Namespace) -> int:
     from trnsim.system import Machine, fabric
 
     spec = fabric(args.topology) if catalog is default_catalog() else catalog.fabric(args.topology)
+    picture = None
+    if args.picture:  # drawn first, and with --json too: stdout stays JSON, the picture is a file
+        from trnsim.system.pictures import topology_picture
+
+        picture = topology_picture(spec.name, args.picture)
     if args.json:
         print(json.dumps([to_json(spec), to_json(spec.model)], indent=2, ensure_ascii=False))
         return 0
@@ -222,10 +227,8 @@ def show_topology(catalog: Catalog, args: argparse.Namespace) -> int:
               f"{spec.nodes} node(s) ({machine.ranks_per_system} ranks) -> systems joined by EFA",
               markup=False, soft_wrap=True)
     notes.print(out)
-    if args.picture:
-        from trnsim.system.pictures import topology_picture
-
-        out.print(f"picture: {topology_picture(spec.name, args.picture)}", markup=False, soft_wrap=True)
+    if picture is not None:
+        out.print(f"picture: {picture}", markup=False, soft_wrap=True)
     return 0
 
 

@@ -88,7 +88,7 @@ class Launch:
     sendrecv and barriers between the cores of LNC=2), HBM."""
 
     def __init__(self, target: str, cores: int, compiler: str = NKI_COMPILER):
-        self.trace = Trace(target, compiler=compiler)
+        self.trace = Trace(target, compiler=compiler, cores=cores)
         self.ids = itertools.count()
         self.lock = threading.Lock()
         self.cores = cores  # cores running side by side as threads (2 under LNC=2)

@@ -126,12 +126,15 @@ class Trace(list):
     """The instructions of one kernel run, in program order, for one target (e.g. "trn2").
 
     `compiler` is the compiler that would build the kernel (`NKI_COMPILER` or `NEURONX_CC`): the
-    timing model follows what each does with the instructions."""
+    timing model follows what each does with the instructions. `cores` is how many physical
+    cores the launch ran on (2 for a logical core of LNC=2): utilization is against their peak."""
 
-    def __init__(self, target: str, instructions: Iterable[Instruction] = (), compiler: str = NKI_COMPILER):
+    def __init__(self, target: str, instructions: Iterable[Instruction] = (), compiler: str = NKI_COMPILER,
+                 cores: int = 1):
         super().__init__(instructions)
         self.target = target
         self.compiler = compiler
+        self.cores = cores
 
     def by_engine(self) -> dict[Engine, list[Instruction]]:
         groups: dict[Engine, list[Instruction]] = {}

@@ -13,10 +13,14 @@ from pathlib import Path
 
 from rich.table import Table
 
+from trnsim import hardware
 from trnsim.core.trace import Trace
-from trnsim.timing.perfetto import write_chrome_trace
-from trnsim.timing.profile import Summary, profile_trace
-from trnsim.timing.report_html import write_report
+from trnsim.errors import ConfigError
+from trnsim.hardware.specs import CoreSpec
+from trnsim.timing.costs import core_spec
+from trnsim.timing.perfetto import chrome_trace_json, write_all
+from trnsim.timing.profile import Summary, check_model_flops, profile_trace
+from trnsim.timing.report_html import report_html
 from trnsim.timing.schedule import Timeline
 
 DEFAULT_TARGETS = ("trn1", "trn2", "trn3")
@@ -31,7 +35,15 @@ class KernelProfile:
     results: Mapping[str, tuple[Timeline, Summary]]
 
     def summary(self, target: str) -> Summary:
-        return self.results[target][1]
+        """The summary on `target`, as given to `profile` or as any name of the same core."""
+        if target in self.results:
+            return self.results[target][1]
+        wanted = core_spec(target).name if isinstance(target, str) else None
+        for timeline, summary in self.results.values():
+            if timeline.core.name == wanted:
+                return summary
+        raise ConfigError(f"{self.name} was not profiled on {target!r}",
+                          hint=f"profiled on: {', '.join(self.results)}")
 
     def latency_s(self, target: str) -> float:
         return self.summary(target).latency_s
@@ -40,42 +52,77 @@ class KernelProfile:
         """A rich table with one row per target."""
         return summary_table([self])
 
-    def write(self, directory: str | Path, stem: str | None = None) -> tuple[Path, Path]:
-        """`<stem>.html` (self-contained report) and `<stem>.json` (Perfetto) under `directory`."""
-        stem = stem or safe_name(self.name)
+    def files(self, directory: str | Path, stem: str | None = None) -> dict[Path, str]:
+        """The report's files by path: `<stem>.html` (self-contained report) and `<stem>.json`
+        (Perfetto) under `directory`; the stem (default: the kernel's name) made file-name safe."""
+        stem = safe_name(self.name if stem is None else stem)
         directory = Path(directory)
-        page = write_report(self.results, directory / f"{stem}.html", title=self.name)
         timelines = {f"{self.name} {target}": pair[0] for target, pair in self.results.items()}
-        events = write_chrome_trace(timelines, directory / f"{stem}.json")
+        return {directory / f"{stem}.html": report_html(self.results, title=self.name),
+                directory / f"{stem}.json": chrome_trace_json(timelines)}
+
+    def write(self, directory: str | Path, stem: str | None = None) -> tuple[Path, Path]:
+        """Write `files(directory, stem)`: both files or neither."""
+        page, events = write_all(self.files(directory, stem))
         return page, events
 
 
 def safe_name(name: str) -> str:
-    """A file-name-safe version of a kernel name."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "kernel"
+    """A file-name-safe version of a kernel name: letters (any script), digits, `_`, `.` and `-`,
+    never a path or a hidden file."""
+    return re.sub(r"[^\w.-]+", "_", name).lstrip(".") or "kernel"
 
 
-def time_trace(name: str, trace: Trace, targets: Iterable[str] | None = None, *,
-               model_flops: float | None = None) -> KernelProfile:
+def timed_targets(targets) -> list:
+    """The targets to time on: one name, or several (names or CoreSpecs), default trn1-trn3; a
+    core named twice (`trn2` and `TRN2`) is timed once. An empty list is refused."""
+    if targets is None:
+        return list(DEFAULT_TARGETS)
+    if isinstance(targets, (str, CoreSpec)):
+        targets = [targets]
+    chosen, seen = [], set()
+    for target in targets:
+        key = core_spec(target).name if isinstance(target, str) else id(target)
+        if key not in seen:
+            seen.add(key)
+            chosen.append(target)
+    if not chosen:
+        raise ConfigError("targets=[] names no target to time on",
+                          hint=f"e.g. targets={list(DEFAULT_TARGETS)!r}, or leave it out")
+    return chosen
+
+
+def time_trace(name: str, trace: Trace, targets=None, *, model_flops: float | None = None) -> KernelProfile:
     """Schedule an existing trace on each target."""
-    results = profile_trace(trace, list(targets or DEFAULT_TARGETS), model_flops=model_flops)
+    results = profile_trace(trace, timed_targets(targets), model_flops=model_flops)
     return KernelProfile(name=name, trace=trace, results=results)
 
 
-def profile(kernel, *args, targets: Iterable[str] | None = None,
-            model_flops: float | None = None, **kwargs) -> KernelProfile:
+def profile(kernel, *args, targets=None, model_flops: float | None = None, **kwargs) -> KernelProfile:
     """Trace `kernel(*args, **kwargs)` without values and time it on each target.
 
-    `args` may be arrays or `trnsim.nki.TensorSpec(shape, dtype)`; the trace is recorded for the
-    first target (the instruction stream is the same on every generation unless the kernel
-    branches on the target).
+    `args` may be arrays or `trnsim.nki.TensorSpec(shape, dtype)`; `targets` are names or
+    CoreSpecs (`timed_targets`). The trace is recorded for the first target (the instruction
+    stream is the same on every generation unless the kernel branches on the target).
     """
     from trnsim import nki  # imported on use: loading the front end takes about half a second
 
-    targets = list(targets or DEFAULT_TARGETS)
-    trace = nki.trace(kernel, *args, target=targets[0], **kwargs)
+    check_model_flops(model_flops)  # before the kernel is traced
+    targets = timed_targets(targets)
+    trace = nki.trace(kernel, *args, target=_trace_target(targets[0]), **kwargs)
     name = getattr(kernel, "__name__", type(kernel).__name__)
     return time_trace(name, trace, targets, model_flops=model_flops)
+
+
+def _trace_target(target) -> str:
+    """The NKI target to trace for: a name as given, or the target whose core a CoreSpec is."""
+    if isinstance(target, str):
+        return target
+    names = [name for name in hardware.TARGETS if hardware.core(name).name == target.name]
+    if not names:
+        raise ConfigError(f"core {target.name!r} is not the core of a target, so it cannot come first",
+                          hint="put a target (trn1, trn2, trn3) first: the kernel is traced for it")
+    return names[0]
 
 
 def summary_table(profiles: Iterable[KernelProfile]) -> Table:

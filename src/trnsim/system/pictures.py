@@ -33,10 +33,7 @@ def save(figure, path: str | Path, dpi: int | None = None) -> Path:
                           f".{', .'.join(sorted(formats))}")
     image = io.BytesIO()
     figure.savefig(image, dpi=dpi, format=suffix)
-    try:
-        return write_atomic(path, image.getvalue())
-    except OSError as error:
-        raise ConfigError(f"cannot write {str(path)!r}: {error.strerror or error}") from None
+    return write_atomic(path, image.getvalue())
 
 
 def busbw_plot(op: str, sizes: list[int], ranks: list[int], instance: str, dtype: str,

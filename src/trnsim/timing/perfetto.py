@@ -9,12 +9,14 @@ opcode as the name and its kernel line in `args`.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from trnsim.errors import ConfigError
 from trnsim.timing.schedule import Timeline
 
 _US_PER_S = 1e6
@@ -70,22 +72,43 @@ def _umask() -> int:
 
 
 def write_atomic(path: str | Path, content: str | bytes) -> Path:
-    """Write `content` (text as UTF-8) to a temporary file beside `path`, then rename: never a
-    half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """Write `content` (text as UTF-8) to `path` all at once: never a half-written file."""
+    return write_all({path: content})[0]
+
+
+def write_all(contents: Mapping[str | Path, str | bytes]) -> list[Path]:
+    """Write every file or none: each to a temporary file beside it, then all renamed into place.
+    A file system error becomes a ConfigError naming the file (its parents are created first)."""
+    paths = [Path(path) for path in contents]
+    temporaries: list[str] = []
+    moved: list[Path] = []
+    path = paths[0] if paths else None
     try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(content.encode() if isinstance(content, str) else content)
-        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        for path, content in zip(paths, contents.values(), strict=True):
+            if path.is_dir():
+                raise IsADirectoryError(errno.EISDIR, "it is a directory")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            temporaries.append(temporary)
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(content.encode() if isinstance(content, str) else content)
+            os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
+        for path, temporary in zip(paths, temporaries, strict=True):
+            os.replace(temporary, path)
+            moved.append(path)
+    except BaseException as error:
+        for leftover in [*temporaries, *moved]:
+            Path(leftover).unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise ConfigError(f"cannot write {str(path)!r}: {error.strerror or error}") from None
         raise
-    return path
+    return paths
+
+
+def chrome_trace_json(timelines: Mapping[str, Timeline]) -> str:
+    return json.dumps(chrome_trace(timelines), separators=(",", ":"))
 
 
 def write_chrome_trace(timelines: Mapping[str, Timeline], path: str | Path) -> Path:
     """Write the trace-event JSON of `timelines` (label -> timeline) to `path`."""
-    return write_atomic(path, json.dumps(chrome_trace(timelines), separators=(",", ":")))
+    return write_atomic(path, chrome_trace_json(timelines))

@@ -5,14 +5,17 @@
     >>> summary.latency_s, summary.hfu, summary.engines["tensor"].busy_fraction
 
 Utilization follows the Neuron profiler's definitions: HFU is the FLOPs the Tensor Engine
-actually executed (every matmul of the trace, 2*K*M*N) over the core's peak for those dtypes in
-the kernel's latency; MFU is the same with the model's FLOPs, which only the caller knows
-(`model_flops=`), so it is None unless given. Both are None when the documentation publishes no
+actually executed (every matmul of the trace, 2*K*M*N) over the peak of the physical cores the
+launch ran on (two for a logical core of LNC=2) for those dtypes in the kernel's latency; MFU
+is the same with the model's FLOPs, which only the caller knows (`model_flops=`), so it is None
+unless given. Both are None when the documentation publishes no
 peak for a rate the kernel uses (e.g. fp8 double-row on trn3): `unpublished_peaks` names it.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Iterable
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -21,6 +24,7 @@ import numpy as np
 
 from trnsim.core.isa import DMA, MATMUL, Engine, Opcode
 from trnsim.core.trace import Instruction, Trace
+from trnsim.errors import ConfigError
 from trnsim.hardware.specs import CoreSpec
 from trnsim.timing.costs import dma_bytes, matmul_rows_per_pass, matmul_values_per_item
 from trnsim.timing.schedule import Timeline, lane_name, schedule
@@ -72,7 +76,7 @@ class Summary:
     top: tuple[Hotspot, ...]
 
     def as_dict(self) -> dict:
-        """Plain data for JSON (the HTML report and `trnsim run --json`)."""
+        """Plain data for JSON."""
         return {
             "target": self.target, "core": self.core, "latency_s": self.latency_s,
             "instructions": self.instructions, "dma_bytes": self.dma_bytes,
@@ -115,21 +119,30 @@ def _where(ins: Instruction) -> str:
     return str(ins.where) if ins.where is not None else "?"
 
 
+def _group(timeline: Timeline, lane: int) -> str:
+    """The engine a lane counts for: a core's DMA queues count as one engine ("dma"); its spill
+    queue and collective stream ("dma_spill", "dma_cc") are engines of their own."""
+    engine, core = timeline.lane_engines[lane]
+    name = timeline.lanes[lane]
+    if engine is Engine.DMA and name.rsplit(Engine.DMA.value, 1)[-1].isdigit():
+        return lane_name(engine, core)
+    return name
+
+
 def _engine_use(timeline: Timeline) -> dict[str, EngineUse]:
-    """Busy time per engine; the DMA queues of a core count as one engine of `dma_queues` lanes."""
+    """Busy time per engine; the DMA queues of a core count as one engine of as many lanes, so
+    its busy time is the mean per queue (never longer than the kernel)."""
     durations = timeline.duration_s
     latency = timeline.latency_s or 1.0
     groups: dict[str, list[int]] = {}
-    for lane, (engine, core) in enumerate(timeline.lane_engines):
-        groups.setdefault(lane_name(engine, core), []).append(lane)
+    for lane in range(len(timeline.lanes)):
+        groups.setdefault(_group(timeline, lane), []).append(lane)
     uses = {}
     for name, lanes in groups.items():
         mask = np.isin(timeline.lane, lanes)
         busy = float(durations[mask].sum())
-        engine = timeline.lane_engines[lanes[0]][0]
-        capacity = timeline.core.dma_queues if engine is Engine.DMA else 1
         uses[name] = EngineUse(name=name, instructions=int(mask.sum()), busy_s=busy,
-                               busy_fraction=busy / (latency * capacity))
+                               busy_fraction=busy / (latency * len(lanes)))
     return uses
 
 
@@ -158,10 +171,14 @@ def _critical(timeline: Timeline, count: int) -> tuple[float, tuple[Hotspot, ...
 
 def summarize(timeline: Timeline, *, model_flops: float | None = None, top: int = 10) -> Summary:
     """The profile of a scheduled trace."""
+    check_model_flops(model_flops)
+    if type(top) is not int or top < 0:
+        raise ConfigError(f"top={top!r}: the number of hotspots to list is a whole number >= 0")
     core, trace = timeline.core, timeline.trace
     latency = timeline.latency_s
     flops, busy_peak = 0.0, 0.0
     moved, unpublished = 0, set()
+    cores = max([trace.cores, *(ins.core + 1 for ins in trace)])
     for ins in trace:
         if ins.opcode in MATMUL:
             work = matmul_flops(ins, core)
@@ -176,7 +193,8 @@ def summarize(timeline: Timeline, *, model_flops: float | None = None, top: int 
     if unpublished:  # no utilization against a peak the documentation does not give
         peak_flops = hfu = mfu = None
     else:
-        peak_flops = flops / busy_peak if busy_peak else core.peak_flops["bf16"]
+        busy_peak /= cores  # the work is shared by the launch's physical cores
+        peak_flops = flops / busy_peak if busy_peak else cores * core.peak_flops["bf16"]
         hfu = busy_peak / latency if latency else 0.0
         mfu = model_flops / (peak_flops * latency) if model_flops is not None and latency else None
     path_s, path = _critical(timeline, top)
@@ -188,11 +206,23 @@ def summarize(timeline: Timeline, *, model_flops: float | None = None, top: int 
                    critical_path=path, top=_top(timeline, top))
 
 
+def check_model_flops(model_flops) -> None:
+    if model_flops is None:
+        return
+    if isinstance(model_flops, bool) or not isinstance(model_flops, numbers.Real) \
+            or not math.isfinite(model_flops) or model_flops < 0:
+        raise ConfigError(f"model_flops={model_flops!r}: the model's FLOPs are a finite number >= 0",
+                          hint="e.g. model_flops=2 * M * N * K for a matmul")
+
+
 def profile_trace(trace: Trace, targets: Iterable[str | CoreSpec] | None = None, *,
                   model_flops: float | None = None) -> dict[str, tuple[Timeline, Summary]]:
     """Time one trace on each target (default: its own) and summarize each timeline."""
+    targets = (trace.target,) if targets is None else tuple(targets)
+    if not targets:
+        raise ConfigError("targets=[] names no target to time on", hint="leave it out to use the trace's own")
     results = {}
-    for target in targets or (trace.target,):
+    for target in targets:
         timeline = schedule(trace, target)
         results[timeline.target] = (timeline, summarize(timeline, model_flops=model_flops))
     return results

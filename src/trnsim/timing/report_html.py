@@ -164,7 +164,9 @@ def summary_html(summary: Summary, unit: tuple[str, float] = ("ms", 1e-3)) -> st
     mfu = MFU_UNKNOWN if summary.mfu is None else f"{summary.mfu:.1%}"
     hfu = "-" if summary.hfu is None else f"{summary.hfu:.1%}"
     if summary.unpublished_peaks:
-        hfu = f"- (no published {', '.join(summary.unpublished_peaks)} peak)"
+        hfu = mfu = f"- (no published {', '.join(summary.unpublished_peaks)} peak)"
+    elif not summary.latency_s:
+        mfu = "- (the kernel takes no time)"
     facts = [["latency", f"{summary.latency_s / scale:.4f} {name}"],
              ["instructions", summary.instructions],
              ["DMA bytes", f"{summary.dma_bytes:,}"],

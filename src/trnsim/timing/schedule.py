@@ -269,5 +269,6 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
 
 
 def latency_s(trace: Trace, target: str | CoreSpec | None = None) -> float:
-    """Seconds from the first instruction's start to the last one's end on `target`."""
+    """Seconds from the kernel's start (time 0: the first instruction's issue latency counts) to
+    the last instruction's end on `target`."""
     return schedule(trace, target).latency_s
