@@ -11,7 +11,7 @@ import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 from trnsim.core.isa import Memory, Opcode
-from trnsim.errors import ArgumentError, ConfigError, KernelError, ShapeError
+from trnsim.errors import ArgumentError, ConfigError, HazardError, KernelError, ShapeError
 
 X = np.arange(128 * 16, dtype=np.float32).reshape(128, 16)
 
@@ -204,6 +204,67 @@ def test_lnc2_mismatched_peers_are_refused_at_once():
         with pytest.raises(KernelError, match="send_to_rank=5: this launch has"):
             nki.simulate(launch, target="trn2")(X)
     assert time.perf_counter() - started < 10
+
+
+def _crossed_pipes(x):
+    tile = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.sbuf)
+    me = nl.program_id(0)
+    nisa.sendrecv(src=tile, dst=tile, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=me)
+    return nl.ndarray((1, 1), dtype=x.dtype, buffer=nl.shared_hbm)
+
+
+def _sendrecv_on_core_0(x):
+    tile = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.sbuf)
+    if nl.program_id(0) == 0:
+        nisa.sendrecv(src=tile, dst=tile, send_to_rank=1, recv_from_rank=1, pipe_id=0)
+    return nl.ndarray((1, 1), dtype=x.dtype, buffer=nl.shared_hbm)
+
+
+def _barrier_then_sendrecv_against_sendrecv_then_barrier(x):
+    tile = nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.sbuf)
+    me = nl.program_id(0)
+    if me == 0:
+        nisa.core_barrier(data=x, cores=(0, 1))
+    nisa.sendrecv(src=tile, dst=tile, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+    if me == 1:
+        nisa.core_barrier(data=x, cores=(0, 1))
+    return nl.ndarray((1, 1), dtype=x.dtype, buffer=nl.shared_hbm)
+
+
+@pytest.mark.parametrize("body, says", [
+    (_crossed_pipes, "sendrecv on core 0: each core waits for the other"),
+    (_sendrecv_on_core_0, "sendrecv on core 0: core 1 finished its kernel without a matching call"),
+    (_barrier_then_sendrecv_against_sendrecv_then_barrier, "core_barrier on core 0: each core waits"),
+])
+def test_lnc2_calls_that_never_meet_are_refused_at_once_and_by_trace_alike(body, says):
+    """Trace-only runs accepted these (their cores do not wait); crossed pipes waited 60 s."""
+    kernel = nki.jit(body)
+    started = time.perf_counter()
+    messages = set()
+    for run in (lambda: nki.simulate(kernel[2], target="trn2")(X),
+                lambda: nki.trace(kernel[2], X, target="trn2")):
+        with pytest.raises(KernelError, match=says) as raised:
+            run()
+        messages.add(str(raised.value))
+    assert len(messages) == 1 and "test_nki_jit.py" in messages.pop()
+    assert time.perf_counter() - started < 10
+
+
+def test_lnc2_reports_the_lowest_cores_error_every_time():
+    """Two cores failing on their own: the error was whichever thread came first."""
+    @nki.jit
+    def both_fail(x):
+        if nl.program_id(0) == 0:
+            nl.ndarray((4, 4), dtype=x.dtype, buffer=nl.sbuf)[5, 0]
+        else:
+            nisa.memset(dst=x, value="one")
+        return x
+
+    for _ in range(10):
+        with pytest.raises(HazardError, match="index 5 is out of bounds"):
+            nki.simulate(both_fail[2], target="trn2")(X)
+    with pytest.raises(HazardError, match="index 5 is out of bounds"):
+        nki.trace(both_fail[2], X, target="trn2")
 
 
 def test_arguments_that_do_not_fit_the_kernel_are_refused_at_its_def():

@@ -52,8 +52,9 @@ def test_the_spill_queue_is_an_engine_of_its_own_so_no_dma_busy_time_exceeds_the
     trace = Trace("trn2")
     for spill in (False, True):
         for _ in range(16):
-            trace.append(load(region(Memory.SBUF, 4096, dtype="float32"),
-                              region(Memory.HBM, 4096, dtype="float32"), **({"spill": True} if spill else {})))
+            extra = {"spill": True} if spill else {}
+            sbuf, hbm = region(Memory.SBUF, 4096, dtype="float32"), region(Memory.HBM, 4096, dtype="float32")
+            trace.append(load(sbuf, hbm, **extra))
     summary = summarize(schedule(trace, "trn2"))
     assert {"dma", "dma_spill"} <= set(summary.engines)
     assert summary.engines["dma"].instructions == 16 and summary.engines["dma_spill"].instructions == 16

@@ -239,7 +239,7 @@ def run(kernel: Kernel, args, kwargs, *, target: str | None, with_values: bool):
 
 def _launch(fn, cores, args, kwargs) -> list:
     results = [None] * len(cores)
-    errors: list[BaseException] = []
+    errors: dict[int, BaseException] = {}
 
     def program(index: int) -> None:
         token = backend.activate(cores[index])
@@ -249,7 +249,7 @@ def _launch(fn, cores, args, kwargs) -> list:
             if len(cores) == 2:
                 lnc.finish(cores[index].launch, index)
         except BaseException as error:  # re-raised in the caller's thread below
-            errors.append(_first_error(cores[index], error))
+            errors[index] = _first_error(cores[index], error)
             lnc.abandon(cores[index].launch)
         finally:
             backend.deactivate(token)
@@ -267,8 +267,13 @@ def _launch(fn, cores, args, kwargs) -> list:
                 break
     for core in cores:
         core.memory.end_launch()  # a tile the kernel kept is refused by later launches
-    if errors:
-        raise errors[0]
+    if not errors and len(cores) == 2 and not cores[0].with_values:
+        try:
+            lnc.check_calls(cores[0].launch)  # the cores did not wait for each other: meet their calls now
+        except KernelError as error:
+            errors[0] = error
+    if errors:  # the lowest core's own error (not one caused by its peer's), as in every run
+        raise min(errors.items(), key=lambda item: (getattr(item[1], "after_peer_error", False), item[0]))[1]
     for core in cores:
         core.settle()
     return results

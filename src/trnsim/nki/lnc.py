@@ -1,5 +1,9 @@
 """LNC=2: the two cores of a logical NeuronCore run as two threads that meet at
-`nisa.sendrecv` (a tile goes to the peer's memory) and `nisa.core_barrier`."""
+`nisa.sendrecv` (a tile goes to the peer's memory) and `nisa.core_barrier`.
+
+A send is queued and a receive waits, so calls that can never meet (one core finishes, or both
+wait for each other) are refused at once, and identically in trace-only runs, whose cores do not
+wait: there each core's calls are recorded and met afterwards by the same rules (`check_calls`)."""
 
 from __future__ import annotations
 
@@ -10,13 +14,16 @@ import numpy as np
 
 from trnsim.core.execute import mark_written, to_storage
 from trnsim.core.isa import Opcode
-from trnsim.errors import KernelError
+from trnsim.errors import KernelError, SourceLoc
 from trnsim.nki import backend
 
 _WAIT_S = 60.0  # a peer that never answers is a kernel bug (mismatched control flow), not a hang
 _ABANDONED = "abandoned"  # mailbox key set when a core of the launch has stopped with an error
 _FINISHED = "finished"  # (_FINISHED, core): that core returned from the kernel
 _BARRIERS = "barriers"  # (_BARRIERS, core): how many barriers that core has reached
+_WAITING = "waiting"  # (_WAITING, core): what that core is waiting for (a function true when it may go)
+_DEADLOCK = "deadlock"  # set when both cores wait for each other
+_CALLS = "calls"  # (_CALLS, core): that core's sendrecv / core_barrier calls, for `check_calls`
 
 
 def _condition(launch) -> threading.Condition:
@@ -39,6 +46,7 @@ def exchange(src, dst, send_to: int, recv_from: int, pipe: int) -> None:
                               hint="sendrecv runs between the two cores of an LNC=2 launch (kernel[2])")
     ins_params = {"send_to_rank": send_to, "recv_from_rank": recv_from, "pipe_id": pipe}
     running.issue(Opcode.SENDRECV, (dst,), (src,), ins_params, execute=False)
+    _record(launch, me, ("sendrecv", send_to, recv_from, pipe))
     if not running.with_values:
         return
     condition = _condition(launch)
@@ -48,26 +56,96 @@ def exchange(src, dst, send_to: int, recv_from: int, pipe: int) -> None:
     with condition:
         launch.mailboxes.setdefault((send_to, me, pipe), deque()).append(np.array(src.array()))
         condition.notify_all()
-        arrived = condition.wait_for(lambda: launch.mailboxes.get((me, recv_from, pipe))
-                                     or launch.mailboxes.get(_ABANDONED)
-                                     or launch.mailboxes.get((_FINISHED, recv_from)), _WAIT_S)
-        if not launch.mailboxes.get((me, recv_from, pipe)):
-            raise KernelError(f"sendrecv on core {me}: {_peer_state(launch, recv_from, arrived)}",
-                              hint="both cores must run the same sendrecv calls")
-        values = launch.mailboxes[(me, recv_from, pipe)].popleft()
+        mailbox = (me, recv_from, pipe)
+        why = _wait(launch, condition, me, recv_from, lambda: bool(launch.mailboxes.get(mailbox)))
+        if why is not None:
+            raise _unmet("sendrecv", me, why)
+        values = launch.mailboxes[mailbox].popleft()
     if values.dtype != dst.element.numpy:  # into another dtype: converted as a DMA converts
         values = to_storage(values.astype(np.float32), dst.element)
     dst.array()[...] = values.reshape(dst.shape)
     mark_written(dst)
 
 
-def _peer_state(launch, peer: int, arrived: bool) -> str:
-    """Why core `peer` will never answer."""
-    if launch.mailboxes.get((_FINISHED, peer)):
+def _record(launch, me: int, call: tuple) -> None:
+    """Note a sendrecv / core_barrier call of core `me`, where the kernel made it."""
+    launch.mailboxes.setdefault((_CALLS, me), []).append((*call, SourceLoc.of_caller()))
+
+
+def _wait(launch, condition, me: int, peer: int, ready) -> str | None:
+    """Wait (holding `condition`) until `ready()`; else why core `peer` will never make it true.
+
+    Only the two cores change the mailboxes, under `condition`: when both wait and neither may go
+    on, nothing ever will (a deadlock), and both are told at once."""
+    mailboxes = launch.mailboxes
+    peer_waits = mailboxes.get((_WAITING, peer))
+    if not ready() and peer_waits is not None and not peer_waits():
+        mailboxes[_DEADLOCK] = True
+        condition.notify_all()
+    mailboxes[(_WAITING, me)] = ready
+    try:
+        condition.wait_for(lambda: ready() or mailboxes.get(_ABANDONED) or mailboxes.get(_DEADLOCK)
+                           or mailboxes.get((_FINISHED, peer)), _WAIT_S)
+    finally:
+        del mailboxes[(_WAITING, me)]
+    if ready():
+        return None
+    if mailboxes.get((_FINISHED, peer)):
         return f"core {peer} finished its kernel without a matching call"
-    if arrived:  # the launch reports the peer's own error, which came first
-        return f"core {peer} stopped with an error"
+    if mailboxes.get(_DEADLOCK):
+        return DEADLOCK
+    if mailboxes.get(_ABANDONED):  # the launch reports the peer's own error, which came first
+        return PEER_FAILED
     return f"core {peer} did not answer in {_WAIT_S:.0f} s"
+
+
+DEADLOCK = "each core waits for the other at a different sendrecv or core_barrier (they never meet)"
+PEER_FAILED = "the other core stopped with an error"
+
+
+def _unmet(kind: str, me: int, why: str, where: SourceLoc | None = None) -> KernelError:
+    """The error of a call that can never complete; one caused by the peer's own error says so
+    (`after_peer_error`), so that the launch reports the peer's error instead."""
+    op = "nisa.sendrecv" if kind == "sendrecv" else "nisa.core_barrier"
+    error = KernelError(f"{kind} on core {me}: {why}", op=op, where=where,
+                        hint=f"both cores must make the same {kind} calls, in an order in which they meet")
+    error.after_peer_error = why == PEER_FAILED
+    return error
+
+
+def check_calls(launch) -> None:
+    """Meet the two cores' recorded calls as a run with values meets them (sends queued, receives
+    and barriers waiting) and raise the error that run raises for calls that never complete: the
+    lowest core's, at its call. Trace-only LNC=2 launches, whose cores never wait, end with it."""
+    calls = [launch.mailboxes.get((_CALLS, core), []) for core in (0, 1)]
+    at, sent, queued, reached = [0, 0], [False, False], {}, [0, 0]
+    moved = True
+    while moved:
+        moved = False
+        for me, peer in ((0, 1), (1, 0)):
+            if at[me] == len(calls[me]):
+                continue
+            kind, *parts = calls[me][at[me]]
+            if kind == "sendrecv":
+                send_to, recv_from, pipe = parts[:3]
+                if not sent[me]:
+                    queued[(send_to, me, pipe)] = queued.get((send_to, me, pipe), 0) + 1
+                    sent[me] = True
+                ready = queued.get((me, recv_from, pipe), 0) > 0
+                if ready:
+                    queued[(me, recv_from, pipe)] -= 1
+            else:
+                if not sent[me]:
+                    reached[me], sent[me] = reached[me] + 1, True
+                ready = reached[peer] >= reached[me]
+            if ready:
+                at[me], sent[me], moved = at[me] + 1, False, True
+    for me, peer in ((0, 1), (1, 0)):
+        if at[me] < len(calls[me]):
+            kind, where = calls[me][at[me]][0], calls[me][at[me]][-1]
+            finished = at[peer] == len(calls[peer])
+            why = f"core {peer} finished its kernel without a matching call" if finished else DEADLOCK
+            raise _unmet(kind, me, why, where)
 
 
 def finish(launch, core: int) -> None:
@@ -92,16 +170,17 @@ def barrier() -> None:
     running = backend.core()
     running.issue(Opcode.CORE_BARRIER, (), (), {}, execute=False)
     launch, me = running.launch, running.program_id
-    if launch.cores < 2 or not running.with_values:
+    if launch.cores < 2:
+        return
+    _record(launch, me, ("core_barrier",))
+    if not running.with_values:
         return
     peer = 1 - me
     condition = _condition(launch)
     with condition:
         reached = launch.mailboxes[(_BARRIERS, me)] = launch.mailboxes.get((_BARRIERS, me), 0) + 1
         condition.notify_all()
-        arrived = condition.wait_for(lambda: launch.mailboxes.get((_BARRIERS, peer), 0) >= reached
-                                     or launch.mailboxes.get(_ABANDONED)
-                                     or launch.mailboxes.get((_FINISHED, peer)), _WAIT_S)
-        if launch.mailboxes.get((_BARRIERS, peer), 0) < reached:
-            raise KernelError(f"core_barrier on core {me}: {_peer_state(launch, peer, arrived)}",
-                              op="nisa.core_barrier", hint="both cores must reach the same barriers")
+        why = _wait(launch, condition, me, peer,
+                    lambda: launch.mailboxes.get((_BARRIERS, peer), 0) >= reached)
+        if why is not None:
+            raise _unmet("core_barrier", me, why)
