@@ -8,6 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import trnsim
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
@@ -206,6 +207,11 @@ def test_accumulate_true_on_uninitialised_psum_warns():
         nki.simulate(kernel, target="trn2")(X)
     messages = [str(w.message) for w in seen if issubclass(w.category, KernelWarning)]
     assert messages and f"{NAME}:{line_of(HERE, 'MARK-ACC')}" in messages[0]
+    for eager in (False, True):  # made an error by the caller: raised as itself, not as a trnsim bug
+        with warnings.catch_warnings(), trnsim.config.override(eager=eager):
+            warnings.simplefilter("error", KernelWarning)
+            with pytest.raises(KernelWarning, match="never written"):
+                nki.simulate(kernel, target="trn2")(X)
 
 
 def test_strict_mode_raises_on_uninitialised_read():

@@ -220,6 +220,8 @@ def run(ins: Instruction, inputs: tuple[View, ...], outputs: tuple[View, ...], s
     except TrnsimError as error:
         error.locate(ins.where, op)
         raise
+    except Warning:  # a KernelWarning the caller's filter made an error: it is the kernel's, not ours
+        raise
     except Exception as error:
         failure = f"{type(error).__name__}: {error}"
         raise KernelError(f"executing this instruction failed inside trnsim ({failure})", where=ins.where,

@@ -566,8 +566,9 @@ class MemorySystem:
             return 0, self.hbm.release
         used = range(base, base + (shape[0] if shape else 1))
         if used.stop > allocator.partitions or base < 0:
-            raise ShapeError(f"tile {name!r} has {len(used)} partitions starting at {used.start}; "
-                             f"the limit is {allocator.partitions}", hint="split the tile along dim 0")
+            raise ShapeError(f"tile {name!r} has {used.stop - used.start} partitions starting at "
+                             f"{used.start}; the limit is {allocator.partitions}",
+                             hint="split the tile along dim 0")
         row_bytes = int(prod(shape[1:]) * dtype.numpy.itemsize)
         placed = allocator.allocate(buffer_id, row_bytes, name, address, dtype.numpy.itemsize, used)
         return placed, allocator.free

@@ -149,7 +149,7 @@ _ENGINES = {engine.value: engine for engine in Engine}
 def _engine(engine, opcode: Opcode) -> Engine | None:
     """The engine a kernel chose (`nisa.engine.vector`, "vector"), or None to let the spec choose."""
     value = getattr(engine, "value", engine)
-    if value is None or value == "unknown":
+    if value is None or (isinstance(value, str) and value == "unknown"):
         return None
     try:
         return _ENGINES[value]

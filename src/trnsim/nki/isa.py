@@ -157,6 +157,13 @@ def _ints(values):
     return values
 
 
+def _tiling(values):
+    """A matmul's tile_position / tile_size: () when not given, else as `_ints` makes it."""
+    if values is None or (isinstance(values, tuple | list) and not values):
+        return ()
+    return _ints(values)
+
+
 def _number(value):
     """A numeric immediate as a Python float; anything else is passed on for the check to name."""
     if isinstance(value, Real) and not isinstance(value, bool):
@@ -181,8 +188,8 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
               perf_mode=matmul_perf_mode.none, name=None):
     params = {"accumulate": accumulate, "is_transpose": is_transpose,
               "perf_mode": _enum_value(perf_mode),
-              "tile_position": _ints(tile_position) if tile_position else (),
-              "tile_size": _ints(tile_size) if tile_size else (),
+              "tile_position": _tiling(tile_position),
+              "tile_size": _tiling(tile_size),
               "moving_free": moving.size // moving.shape[0]}
     return _issue(Opcode.MATMUL, dst, [stationary, moving], params, "tensor", name)
 
@@ -194,8 +201,8 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None):
 def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
                  accumulate=None, name=None):
     """MX matmul (trn3): x4-packed operands with E8M0 scales per 32 contraction values (K = 4 x P)."""
-    params = {"accumulate": accumulate, "tile_position": _ints(tile_position) if tile_position else (),
-              "tile_size": _ints(tile_size) if tile_size else (),
+    params = {"accumulate": accumulate, "tile_position": _tiling(tile_position),
+              "tile_size": _tiling(tile_size),
               "moving_free": moving.size // moving.shape[0]}
     return _issue(Opcode.MATMUL_MX, dst, [stationary, moving, stationary_scale, moving_scale], params,
                   "tensor", name)

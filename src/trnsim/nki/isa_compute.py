@@ -267,7 +267,8 @@ def set_rng_seed(src_seeds, name=None):
 def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=None, name=None):
     """Exchange tiles between the two cores of an LNC=2 launch (a DMA into the peer's memory)."""
     from trnsim.nki.lnc import exchange
-    exchange(src, dst, int(send_to_rank), int(recv_from_rank), int(pipe_id))
+    exchange(src, dst, _whole(send_to_rank, "sendrecv", "send_to_rank"),
+             _whole(recv_from_rank, "sendrecv", "recv_from_rank"), _whole(pipe_id, "sendrecv", "pipe_id"))
     return dst
 
 

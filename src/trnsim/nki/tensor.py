@@ -10,6 +10,7 @@ tensor is the partition dim; integer indexing there keeps the dim with size 1, a
 
 from __future__ import annotations
 
+import numbers
 import operator
 import re
 from math import prod
@@ -294,8 +295,12 @@ class NkiTensor(View):
         return self._derive(shape, strides, self.offset)
 
     def reshape(self, shape, *more) -> NkiTensor:
-        shape = tuple(shape) + more if not isinstance(shape, int) else (shape,) + more
         what = f"reshape of {self.name!r}"
+        if isinstance(shape, numbers.Integral):
+            shape = (shape,)
+        elif not isinstance(shape, tuple | list):
+            raise ShapeError(f"{what}: shape {shape!r}; a shape is a tuple of dims (or the dims themselves)")
+        shape = tuple(shape) + more
         shape = _dims(shape, what, unknown=True)
         if shape.count(-1) > 1:
             raise ShapeError(f"{what}: at most one dim may be -1")
@@ -351,6 +356,7 @@ class NkiTensor(View):
                              f"pairs, the first for the partition dim", hint="e.g. [[512, 128], [1, 512]]")
         shape = list(_dims([count for _, count in pattern], f"ap({pattern}) on {self.name!r}"))
         strides = [_index_int(stride, pattern) for stride, _ in pattern]
+        offset = _index_int(offset, "offset")
         element = dtypes.dtype(dtype) if dtype is not None else self.element
         if scalar_offset is not None and vector_offset is not None:
             raise ShapeError("ap() takes scalar_offset or vector_offset, not both")
