@@ -205,3 +205,10 @@ class KernelWarning(UserWarning):
 
 ALL_ERRORS = (TrnsimError, ConfigError, SpecError, FormatError, UnsupportedError, KernelError,
               ArgumentError, ShapeError, DTypeError, CapacityError, HazardError)
+
+
+def reported_error(failures: dict[int, BaseException]) -> BaseException:
+    """Of the errors of a launch's cores or ranks (by index), the one to raise: the lowest one's own
+    error, passing over errors marked `after_peer_error` (raised only because another stopped), so
+    the same kernel reports the same error in every run, whichever thread failed first."""
+    return min(failures.items(), key=lambda item: (getattr(item[1], "after_peer_error", False), item[0]))[1]

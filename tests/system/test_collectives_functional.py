@@ -407,3 +407,69 @@ def test_a_replica_group_naming_ranks_the_launch_lacks_is_refused():
     xs = inputs(2)
     with pytest.raises(ArgumentError, match="names rank 3, but the launch has 2 ranks"):
         system.launch(all_reduce_kernel, 2, [(x, group_of(4), nl.add) for x in xs])
+
+
+def test_an_all_reduce_adds_in_group_order_whatever_the_shape():
+    """One-element tensors were summed pairwise by numpy (6.0 here), wider ones rank by rank (0.0)."""
+    values = np.array([1e8, 1, 1, 1, 1, 1, 1, 1, 1, -1e8, 0, 0, 0, 0, 0, 0], np.float32)
+    expected = np.float32(0)
+    for value in values:
+        expected = np.float32(expected + value)
+    group = ncc.ReplicaGroup([list(range(16))])
+    for shape in ((1, 1), (1, 2)):
+        results = system.launch(all_reduce_kernel, 16, [(np.full(shape, v, np.float32), group, nl.add)
+                                                        for v in values])
+        assert all(np.array_equal(r, np.full(shape, expected)) for r in results)
+
+
+@nki.jit
+def two_calls_kernel(input, kind):
+    group = ncc.ReplicaGroup([[0, 1]])
+    src = staged(input)
+    if kind == "gather":
+        dst = hbm((input.shape[0] * 2, input.shape[1]), input.dtype, "dst")
+        ncc.all_gather(srcs=[src], dsts=[dst], replica_group=group, collective_dim=0)
+    else:
+        dst = hbm(input.shape, input.dtype, "dst")
+        op = nl.maximum if kind == "max" else nl.add
+        ncc.all_reduce(srcs=[src], dsts=[dst], replica_group=group, op=op)
+    return returned(dst)
+
+
+@pytest.mark.parametrize("per_rank, says", [
+    ([(np.ones((2, 2), np.float32), ncc.ReplicaGroup([[0, 1]]), 2),
+      (np.ones((2, 2), np.int32), ncc.ReplicaGroup([[0, 1]]), 2)], "int32"),
+    ([(np.ones((2, 4), np.float32), ncc.ReplicaGroup([[0, 1]]), 2),
+      (np.ones((4, 2), np.float32), ncc.ReplicaGroup([[0, 1]]), 2)], r"\(4, 2\)"),
+])
+def test_ranks_that_disagree_on_shapes_or_dtypes_are_refused(per_rank, says):
+    """They were cast or reshaped into each other, silently."""
+    with pytest.raises(KernelError, match=f"rank 1 is at all_gather with other operands.*{says}"):
+        system.launch(all_gather_kernel, 2, per_rank)
+
+
+@pytest.mark.parametrize("kinds, says", [(("add", "gather"), "rank 1 is at all_gather"),
+                                         (("add", "max"), "'maximum'")])
+def test_ranks_at_different_collectives_are_refused(kinds, says):
+    with pytest.raises(KernelError, match=says):
+        system.launch(two_calls_kernel, 2, [(np.ones((2, 2), np.float32), kind) for kind in kinds])
+
+
+@pytest.mark.parametrize("sent, into", [(np.ones((1, 1), np.float32), np.ones((1, 3), np.float32)),
+                                        (np.ones((1, 2), np.float32), np.ones((1, 2), np.int32))])
+def test_a_permute_into_a_dst_of_another_size_or_dtype_is_refused(sent, into):
+    """One element was broadcast into three; floats were converted into int32."""
+    with pytest.raises(KernelError, match="rank 0 sends .* into a dst of"):
+        system.launch(permute_kernel, 2, [(sent, [(0, 1)]), (into, [(0, 1)])])
+
+
+def test_permute_ranks_outside_the_launch_are_refused():
+    with pytest.raises(ArgumentError, match="name rank 5, but the launch has 2 ranks"):
+        system.launch(permute_kernel, 2, [(np.ones((1, 2), np.float32), [(5, 0), (0, 1)])] * 2)
+    with pytest.raises(ArgumentError, match="names rank 7, but the launch has 2 ranks"):
+        system.launch(ring_kernel, 2, [(np.ones((1, 2), np.float32), ncc.ReplicaGroup([[0, 1, 7]]), 1)] * 2)
+
+
+def test_a_permute_of_an_odd_number_of_bytes_is_timed():
+    results = system.launch(permute_kernel, 2, [(np.ones((1, 3), np.uint8), [(0, 1), (1, 0)])] * 2)
+    assert results.timeline().latency_s > 0

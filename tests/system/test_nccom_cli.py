@@ -154,6 +154,40 @@ def test_flags_that_would_be_ignored_are_refused(capsys, argv, text):
     assert main(argv) == 2 and text in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv, text", [
+    (["-f", "nan"], "-f must be a finite number above 1"),  # a raw ValueError traceback
+    (["-f", "inf"], "-f must be a finite number above 1"),  # a raw OverflowError traceback
+    (["-b", "2000000", "-e", "1T", "-f", "1.000001"], "makes over 10,000 sizes"),  # ran for minutes
+])
+def test_step_factors_that_cannot_make_a_table_are_refused(capsys, argv, text):
+    assert main(["nccom", "allr", "-r", "8", *argv]) == 2 and text in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("groups, extra, text", [
+    ([[0, "1"]], [], "lists of integer ranks"),  # a raw TypeError
+    ([[0, 1]], ["-N", "2"], "-N and --custom-replica-groups both place the ranks"),  # -N was ignored
+])
+def test_replica_group_files_are_checked(tmp_path, capsys, groups, extra, text):
+    path = tmp_path / "groups.json"
+    path.write_text(json.dumps(groups))
+    argv = ["nccom", "allr", "-r", "2", "--custom-replica-groups", str(path), *extra]
+    assert main(argv) == 2 and text in capsys.readouterr().err
+
+
+def test_a_plot_that_cannot_be_written_leaves_no_json_report(tmp_path, capsys):
+    report = tmp_path / "r.json"
+    argv = ["nccom", "allr", "-r", "8", "--report-to-json-file", str(report),
+            "--plot", str(tmp_path / "b.txt")]
+    assert main(argv) == 2 and "cannot write a picture" in capsys.readouterr().err
+    assert not report.exists()
+
+
+def test_a_ring_of_chips_is_drawn(tmp_path):
+    """inf2.48xlarge's 12 chips form a one-dimensional ring: drawing it raised a raw ValueError."""
+    from trnsim.system.pictures import topology_picture
+    assert topology_picture("inf2.48xlarge", tmp_path / "ring.png").stat().st_size > 1000
+
+
 BUMP = '''
 import numpy as np
 import nki, nki.isa as nisa, nki.language as nl

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 from pathlib import Path
 
@@ -48,11 +49,14 @@ def sizes(minbytes: int, maxbytes: int, stepbytes: int | None, stepfactor: float
     if minbytes > maxbytes:
         raise ConfigError(f"-b {minbytes} is above -e {maxbytes}")
     if stepfactor is not None:
-        if stepfactor <= 1:
-            raise ConfigError(f"-f must be above 1, got {stepfactor}")
+        if not math.isfinite(stepfactor) or stepfactor <= 1:
+            raise ConfigError(f"-f must be a finite number above 1, got {stepfactor}")
         found, size = [], minbytes
         while size <= maxbytes:
             found.append(size)
+            if len(found) > MAX_SIZES:
+                raise ConfigError(f"-b {minbytes} -e {maxbytes} -f {stepfactor} makes over {MAX_SIZES:,} "
+                                  f"sizes; trnsim prints at most {MAX_SIZES:,}", hint="use a larger -f")
             size = int(size * stepfactor)
             if size == found[-1]:
                 raise ConfigError(f"-f {stepfactor} does not grow size {size}")
@@ -94,8 +98,12 @@ def replica_groups(args: argparse.Namespace) -> list[list[int]] | None:
     except (OSError, ValueError) as error:
         raise ConfigError(f"cannot read replica groups from {args.custom_replica_groups}: {error}") from None
     groups = data.get("replica_groups", data) if isinstance(data, dict) else data
-    if not (isinstance(groups, list) and groups and all(isinstance(g, list) and g for g in groups)):
-        raise ConfigError("--custom-replica-groups must hold a non-empty list of rank lists")
+    if not (isinstance(groups, list) and groups and all(isinstance(g, list) and g for g in groups)
+            and all(type(rank) is int for group in groups for rank in group)):
+        raise ConfigError("--custom-replica-groups must hold a non-empty list of lists of integer ranks")
+    if args.nnodes is not None:
+        raise ConfigError("-N and --custom-replica-groups both place the ranks",
+                          hint="give one: the groups' ranks are placed as the instance numbers them")
     ranks = sorted(rank for group in groups for rank in group)
     if ranks != list(range(args.nworkers)) or len({len(g) for g in groups}) != 1:
         raise ConfigError(f"replica groups must split ranks 0..{args.nworkers - 1} into groups of one size")
@@ -163,14 +171,14 @@ def run(args: argparse.Namespace) -> int:
                           hint="percentiles need measured runs")
     rows = results(args)
     document = report(args, rows)
-    if args.report_to_json_file:
-        write_atomic(args.report_to_json_file, json.dumps(document, indent=4) + "\n")
-    if args.plot:
+    if args.plot:  # drawn first: a picture it cannot write leaves no JSON report behind either
         from trnsim.system.pictures import busbw_plot
 
         ranks = args.plot_ranks or [args.nworkers]
         busbw_plot(operation(args.op), [row["size(B)"] for row in rows], ranks, instance_of(args),
                    args.datatype, args.plot)
+    if args.report_to_json_file:
+        write_atomic(args.report_to_json_file, json.dumps(document, indent=4) + "\n")
     if args.json:
         print(json.dumps(document, indent=4))
     else:

@@ -185,7 +185,9 @@ def _collective(ins: Instruction, io: Operands) -> None:
             io.write_raw(index, np.concatenate([np.split(p, ranks, axis=dim)[me] for p in parts], axis=dim))
         else:
             blocks = parts if kind == "all_reduce" else [np.split(p, ranks, axis=dim)[me] for p in parts]
-            total = alu.reduce(ins.param("op"), np.stack([b.astype(F32) for b in blocks]), axis=0)
+            total = blocks[0].astype(F32)
+            for block in blocks[1:]:  # in group order, one rank at a time, whatever the shape
+                total = alu.reduce(ins.param("op"), np.stack([total, block.astype(F32)]), axis=0)
             io.write(index, total.reshape(io.out(index).shape))
 
 

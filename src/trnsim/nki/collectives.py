@@ -18,7 +18,7 @@ import numpy as np
 
 from trnsim.core import alu
 from trnsim.core.isa import Memory, Opcode
-from trnsim.errors import ArgumentError, UnsupportedError
+from trnsim.errors import ArgumentError, KernelError, UnsupportedError
 from trnsim.nki import backend, calls
 from trnsim.nki.isa import op_name
 from trnsim.nki.registers import VirtualRegister
@@ -127,6 +127,11 @@ def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=None
     """Each (source, target) pair sends source's tensor to target; a rank no pair targets keeps dst."""
     binding = _binding("collective_permute")
     pairs = _pairs(source_target_pairs)
+    for pair in pairs:
+        if max(pair) >= binding.world.size:
+            raise ArgumentError(f"source_target_pairs {source_target_pairs!r} name rank {max(pair)}, but "
+                                f"the launch has {binding.world.size} ranks",
+                                op="nki.collectives.collective_permute")
     senders = [source for source, target in pairs if target == binding.rank]
     _collective("collective_permute", srcs, dsts, None, priority=priority, name=name,
                 sender=senders[0] if senders else None)
@@ -163,7 +168,7 @@ def collective_permute_implicit_current_processing_rank_id(iteration_id, replica
     if not _is_rank(iteration_id) or not _is_rank(channel_id):
         raise ArgumentError(f"iteration_id and channel_id are integers >= 0, got {iteration_id!r}, "
                             f"{channel_id!r}", op=f"nki.collectives.{call}")
-    ring = _replica_group(replica_group, call).group_of(binding.rank, call)
+    ring = _replica_group(replica_group, call).group_of(binding.rank, call, binding.world.size)
     return VirtualRegister(ring[(ring.index(binding.rank) - int(iteration_id)) % len(ring)])
 
 
@@ -182,7 +187,7 @@ def all_gather_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known=F
     if has_rdispls:
         raise UnsupportedError("all_gather_v(has_rdispls=True) is not supported (NKI's documented limit)",
                                what="nki.collectives.all_gather_v has_rdispls")
-    group = _replica_group(replica_group, call).group_of(binding.rank, call)
+    group = _replica_group(replica_group, call).group_of(binding.rank, call, binding.world.size)
     chips = {(place.system, place.node, place.chip) for place in map(binding.machine.place, group)}
     if binding.machine.lnc != 2 or len(group) != 4 or len(chips) != 1:
         raise UnsupportedError("all_gather_v runs only under LNC=2 on rank-lists of the 4 ranks of one chip",
@@ -198,7 +203,7 @@ def all_to_all_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known=F
     several devices, whole devices per list; elsewhere inter-node lists (one rank per node)."""
     call = "all_to_all_v"
     binding = _binding(call)
-    group = _replica_group(replica_group, call).group_of(binding.rank, call)
+    group = _replica_group(replica_group, call).group_of(binding.rank, call, binding.world.size)
     machine = binding.machine
     places = [machine.place(rank) for rank in group]
     if machine.fabric.layout == "switch":
@@ -283,13 +288,45 @@ def _collective(call: str, srcs, dsts, replica_group, *, op=None, dim=None, prio
         sent = tuple(np.array(src.array()) for src in srcs)
         if reduce is not None:  # permute_implicit_reduce: op(srcs0, srcs1) in fp32 is what travels
             sent = tuple(_reduced(reduce[0], a, b) for a, b in zip(sent, reduce[1], strict=True))
-        everyone = binding.world.gather(binding.rank, sent)
+        call_seen = (call, op_name(op), group, dim, _layouts(srcs), _layouts(dsts))
+        everyone = binding.world.gather(binding.rank, (call_seen, sent))
         source = sender if ring_from is None else ring_from
+        _check_same_call(call_seen, [everyone[r][0] for r in group], group, binding.rank)
+        if kind == "permute" and source is not None:
+            _check_permuted(call, everyone[source][0][4], call_seen[5], source, converts=reduce is not None)
+        everyone = [payload for _seen, payload in everyone]
         received = ((everyone[source],) if source is not None else ()) if kind == "permute" \
             else tuple(everyone[r] for r in group)
     params = {"collective": kind, "op": op_name(op), "collective_dim": dim, "priority": priority,
               "group": group, "rank": binding.rank, "received": received}
     running.issue(Opcode.COLLECTIVE, tuple(dsts), tuple(srcs), params, name=name or "")
+
+
+def _layouts(tensors) -> tuple:
+    return tuple((tuple(t.shape), str(t.dtype)) for t in tensors)
+
+
+def _check_same_call(mine: tuple, theirs: list[tuple], group: tuple, rank: int) -> None:
+    """Every rank of the group must be at the same collective, with the same op, group and operand
+    shapes and dtypes: anything else has no defined result."""
+    for other, seen in zip(group, theirs, strict=True):
+        if seen != mine:
+            what = "op, replica group, collective_dim, srcs and dsts as (shape, dtype)"
+            raise KernelError(f"{mine[0]} on rank {rank}: rank {other} is at {seen[0]} with other operands "
+                              f"({what}: this rank {mine[1:]}, rank {other} {seen[1:]})",
+                              op=f"nki.collectives.{mine[0]}",
+                              hint="every rank of a group must issue the same collectives, on tensors of "
+                                   "the same shapes and dtypes, in the same order")
+
+
+def _check_permuted(call: str, sent: tuple, dsts: tuple, source: int, converts: bool) -> None:
+    """What rank `source` sends must fit this rank's dsts: as many elements, and (unless it sends fp32
+    sums to be rounded, as permute_implicit_reduce does) the same dtype."""
+    for (sent_shape, sent_dtype), (shape, dtype) in zip(sent, dsts, strict=True):
+        if math.prod(sent_shape) != math.prod(shape) or (sent_dtype != dtype and not converts):
+            raise KernelError(f"{call}: rank {source} sends {sent_dtype}{list(sent_shape)} into a dst of "
+                              f"{dtype}{list(shape)}", op=f"nki.collectives.{call}",
+                              hint="a permute moves bits: send a tensor of dst's shape and dtype")
 
 
 def _reduced(op: str, values: np.ndarray, other: NkiTensor) -> np.ndarray:
@@ -298,7 +335,7 @@ def _reduced(op: str, values: np.ndarray, other: NkiTensor) -> np.ndarray:
 
 def _ring_step(call, srcs, dsts, replica_group, priority, name, reduce=None) -> None:
     binding = _binding(call)
-    ring = _replica_group(replica_group, call).group_of(binding.rank, call)
+    ring = _replica_group(replica_group, call).group_of(binding.rank, call, binding.world.size)
     predecessor = ring[(ring.index(binding.rank) - 1) % len(ring)]
     _collective(call, srcs, dsts, None, priority=priority, name=name, ring_from=predecessor, reduce=reduce)
 
@@ -374,7 +411,7 @@ def _channels(call: str, srcs_by_channel, dsts_by_channel, replica_group, channe
     if list(channel_ids) != list(range(len(channel_ids))):
         raise ArgumentError(f"channel_ids={list(channel_ids)}; they must be consecutive from 0", op=where)
     binding = _binding(call)
-    group = _replica_group(replica_group, call).group_of(binding.rank, call)
+    group = _replica_group(replica_group, call).group_of(binding.rank, call, binding.world.size)
     whole_node = len(group) >= binding.machine.ranks_per_node
     limit = 4 if whole_node else 2
     if len(channel_ids) > limit:

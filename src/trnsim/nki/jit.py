@@ -27,7 +27,15 @@ from trnsim.core.isa import Memory
 from trnsim.core.machine import Launch, NeuronCore
 from trnsim.core.runtime import current as current_runtime
 from trnsim.core.trace import NKI_COMPILER, Trace
-from trnsim.errors import ArgumentError, ConfigError, KernelError, ShapeError, SourceLoc, TrnsimError
+from trnsim.errors import (
+    ArgumentError,
+    ConfigError,
+    KernelError,
+    ShapeError,
+    SourceLoc,
+    TrnsimError,
+    reported_error,
+)
 from trnsim.nki import backend, dtypes, interop, lnc
 from trnsim.nki.tensor import NkiTensor
 
@@ -272,8 +280,8 @@ def _launch(fn, cores, args, kwargs) -> list:
             lnc.check_calls(cores[0].launch)  # the cores did not wait for each other: meet their calls now
         except KernelError as error:
             errors[0] = error
-    if errors:  # the lowest core's own error (not one caused by its peer's), as in every run
-        raise min(errors.items(), key=lambda item: (getattr(item[1], "after_peer_error", False), item[0]))[1]
+    if errors:
+        raise reported_error(errors)
     for core in cores:
         core.settle()
     return results

@@ -236,7 +236,7 @@ def instruction_seconds(ins, core) -> float:
     size = sum(int(region.elements * region.dtype_bytes) for region in regions)
     instance = _system_of(core)
     if kind == "permute":
-        return collective_time("permute", size, 2, instance).seconds
+        return collective_time("permute", size, 2, instance, "uint8").seconds
     return collective_time(kind, size, len(group), instance, "uint8", group=list(group)).seconds
 
 

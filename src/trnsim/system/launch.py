@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from trnsim import hardware
-from trnsim.errors import ConfigError
+from trnsim.errors import ConfigError, reported_error
 from trnsim.nki import collectives
 from trnsim.nki.jit import Kernel, jit, simulate
 from trnsim.system.topology import Machine
@@ -38,14 +38,15 @@ def launch(kernel, ranks: int, args: Sequence | Callable[[int], tuple], *, targe
            instance: str | None = None, **kwargs) -> LaunchResults:
     """Run `kernel` on `ranks` ranks (threads), rank r with `args[r]` (a tuple of arguments, or one
     array) or `args(r)`; returns each rank's result, in rank order (with `.traces` and
-    `.timeline()`). The first rank to fail stops the others, and its error is raised."""
+    `.timeline()`). The first rank to fail stops the others; the error raised is the lowest failing
+    rank's own (not one caused by another rank stopping), so it is the same in every run."""
     machine, target = _machine(target, instance, ranks)
     arguments = _arguments(args, ranks)
     kernel = jit(kernel)
     world = ThreadWorld(ranks)
     results: list = [None] * ranks
     traces: list = [None] * ranks
-    failures: list[BaseException] = []
+    failures: dict[int, BaseException] = {}
 
     def run(rank: int) -> None:
         token = collectives.bind(collectives.RankBinding(world, rank, machine))
@@ -55,7 +56,7 @@ def launch(kernel, ranks: int, args: Sequence | Callable[[int], tuple], *, targe
             traces[rank] = own.last_trace
             world.finish(rank)
         except BaseException as error:  # re-raised in the caller's thread below
-            failures.append(error)
+            failures[rank] = error
             world.abandon(f"rank {rank}: {type(error).__name__}")
         finally:
             collectives.unbind(token)
@@ -67,7 +68,7 @@ def launch(kernel, ranks: int, args: Sequence | Callable[[int], tuple], *, targe
     for thread in threads:
         thread.join()
     if failures:
-        raise failures[0]
+        raise reported_error(failures)
     return LaunchResults(results, traces, target)
 
 

@@ -68,11 +68,12 @@ def topology_picture(instance: str, path: str | Path) -> Path:
     figure, axes = plt.subplots(figsize=(6, 6))
     chips = fabric.chips_per_node
     if fabric.layout == "torus":
-        rows, cols = fabric.torus_dims
+        dims = fabric.torus_dims  # a ring (inf2: one dim) is drawn as a torus of one row
+        rows, cols = dims if len(dims) == 2 else (1, chips)
         position = {i: (i % cols, rows - 1 - i // cols) for i in range(chips)}
         for i in range(chips):
             x, y = position[i]
-            for j in (i // cols * cols + (i + 1) % cols, (i + cols) % chips):
+            for j in {i // cols * cols + (i + 1) % cols, (i + cols) % chips} - {i}:
                 u, v = position[j]
                 wraps = abs(u - x) > 1 or abs(v - y) > 1
                 axes.add_patch(FancyArrowPatch((x, y), (u, v), arrowstyle="-", zorder=1, alpha=0.6,

@@ -37,13 +37,15 @@ class ThreadWorld:
             self._condition.notify_all()
             ready = self._condition.wait_for(
                 lambda: len(slots) == self.size or self._failed or self._finished - set(slots), WAIT_S)
-            if self._finished - set(slots):
+            if len(slots) < self.size and self._finished - set(slots):
                 raise KernelError(f"rank {rank} waits at collective #{call}, but ranks "
                                   f"{sorted(self._finished - set(slots))} finished the kernel without it",
                                   hint="every rank must issue the same collectives in the same order")
-            if self._failed:
-                raise KernelError(f"rank {rank}: another rank stopped ({self._failed}) before collective "
-                                  f"#{call} completed")
+            if len(slots) < self.size and self._failed:  # a collective every rank reached still completes
+                error = KernelError(f"rank {rank}: another rank stopped ({self._failed}) before collective "
+                                    f"#{call} completed")
+                error.after_peer_error = True  # the launch reports that rank's own error instead
+                raise error
             if not ready:
                 missing = sorted(set(range(self.size)) - set(slots))
                 raise KernelError(f"rank {rank} waited at collective #{call} for ranks {missing}, which "
