@@ -64,6 +64,17 @@ def test_formats_float32_cannot_hold_are_refused(fields, match):
                   fields["bias"])
 
 
+@pytest.mark.parametrize("fields, match", [
+    # NaN was written as the Inf code: NaN came back as Inf
+    (dict(exponent_bits=2, mantissa_bits=0, bias=1), "need a mantissa bit to tell NaN from Inf"),
+    # every exponent code is zero/subnormal or special: min_normal said 2.0 and cast it to inf
+    (dict(exponent_bits=1, mantissa_bits=5, bias=0), "has no normal numbers"),
+])
+def test_formats_that_cannot_keep_their_promises_are_refused(fields, match):
+    with pytest.raises(FormatError, match=match):
+        float_format(**fields)
+
+
 def test_the_widest_formats_float32_holds_are_accepted():
     assert float_format(exponent_bits=8, mantissa_bits=23).max == get_format("float32").max
     assert float_format(exponent_bits=8, mantissa_bits=0, bias=127, specials="fn").max == 2.0**127

@@ -57,6 +57,15 @@ class FloatFormat:
                               hint="exponent 1..8 bits, mantissa 0..23 bits")
         if self.specials == "fn" and self.exponent_bits + self.mantissa_bits < 2:
             raise FormatError(f"format {self.name!r} is too narrow to reserve a NaN code")
+        if self.specials == "ieee" and self.mantissa_bits == 0:
+            raise FormatError(f"format {self.name!r}: IEEE specials need a mantissa bit to tell NaN from Inf",
+                              hint="use specials='fn' or 'none', or give it a mantissa bit")
+        highest = (1 << self.exponent_bits) - (2 if self.specials == "ieee" else 1)
+        if highest < (1 if self.subnormals else 0):
+            held = "zero/subnormals and specials" if self.subnormals else "specials"
+            raise FormatError(f"format {self.name!r} has no normal numbers: its {self.exponent_bits} "
+                              f"exponent bit(s) hold only {held}",
+                              hint="give it another exponent bit")
         _check_float32_holds(self)
 
     kind = "float"

@@ -431,3 +431,49 @@ def test_a_masked_transpose_transposes_the_rectangle_the_mask_keeps():
         return out
     x = normal(128, 64)
     np.testing.assert_array_equal(first_rows_transposed(x)[:, :100], x[:100].T)
+
+
+@pytest.mark.parametrize(("dtype", "operand", "expected_dtype", "expected"), [
+    (np.int32, 1.5, np.float32, 4.5),        # a Python float is float32: int32 + 1.5 stayed int32 (4)
+    (np.int8, 100, np.int32, 103),           # a Python int is int32: int8 + 100 saturated to 127
+    (np.float16, 1.5, np.float32, 4.5),      # (float16, 1.2) -> float32 in the SDK's examples
+    (np.int8, np.int8(2), np.int8, 5),       # a typed numpy scalar keeps its dtype
+])
+def test_a_python_number_counts_as_the_widest_type_of_its_kind(dtype, operand, expected_dtype, expected):
+    """SDK 2.26 nki.api.shared, "Weakly Typed Scalar Type Inference"."""
+    @nki.jit
+    def plus(a):
+        total = nl.load(a) + operand
+        out = nl.ndarray(total.shape, dtype=total.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=total)
+        return out
+    result = plus(np.full((128, 4), 3, dtype))
+    assert result.dtype == expected_dtype and np.all(result == expected)
+
+
+@pytest.mark.parametrize(("first", "second", "expected"), [
+    ("float16", "bfloat16", "float32"), ("float8_e4m3", "float8_e5m2", "bfloat16"),
+    ("int32", "uint32", "float32"), ("int8", "uint8", "int16"), ("float8_e4m3", "float16", "float16"),
+])
+def test_two_tiles_promote_as_the_sdk_documents(first, second, expected):
+    """fp16 + bf16 and e4m3 + e5m2 raised numpy's DTypePromotionError; int32 + uint32 was refused
+    (SDK 2.26 nki.api.shared, "NKI Type Promotion")."""
+    from trnsim.nki import dtypes
+
+    @nki.jit
+    def plus(a, b):
+        total = nl.add(nl.load(a), nl.load(b))
+        out = nl.ndarray(total.shape, dtype=total.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=total)
+        return out
+    a, b = (np.ones((128, 4), dtypes.dtype(name).numpy) for name in (first, second))
+    assert plus(a, b).dtype == dtypes.dtype(expected).numpy
+
+
+def test_floor_division_of_a_tile_is_refused_at_the_kernel_line():
+    """`tile // 2` was Python's own TypeError, with no kernel line."""
+    @nki.jit
+    def halves(a):
+        return nl.load(a) // 2
+    with pytest.raises(UnsupportedError, match=r"test_legacy_front_end.py:\d+ in halves: .*`//` on a tile"):
+        halves(normal(128, 4))

@@ -11,7 +11,9 @@ import math
 
 import numpy as np
 
+from trnsim import numerics
 from trnsim.core.isa import Memory
+from trnsim.core.memory import DType
 from trnsim.errors import ArgumentError, ShapeError
 from trnsim.nki import backend, dtypes
 from trnsim.nki import isa as nisa06
@@ -175,18 +177,61 @@ def new_tile(shape, dtype, buffer=None, name: str = "") -> Tile:
 
 
 def result_dtype(dtype, *operands) -> str:
-    """The dtype a call returns: `dtype=` if given, else the operands' common dtype."""
+    """The dtype a call returns: `dtype=` if given, else its operands' promoted dtype by the old
+    API's rules (SDK 2.26 nki/api/nki.api.shared.rst, "NKI Type Promotion" and "Weakly Typed Scalar
+    Type Inference"): a Python number counts as uint8 (bool), int32 (int) or float32 (float), a
+    numpy scalar as its own dtype."""
     if dtype is not None:
         return dtypes.dtype(dtype).name
-    kinds = [dtypes.dtype(x.dtype) for x in operands if is_tile(x)]
+    kinds = [kind for kind in map(_operand_dtype, operands) if kind is not None]
     if not kinds:
         return "float32"
-    if all(k == kinds[0] for k in kinds):
-        return kinds[0].name
-    floats = [k for k in kinds if k.is_float]
-    if floats and len(floats) < len(kinds):  # integers with floats: the widest float (numpy would
-        return max(floats, key=lambda k: k.numpy.itemsize).name  # make int32 + float32 a float64)
-    return dtypes.dtype(np.result_type(*(k.numpy for k in kinds))).name
+    result = kinds[0]
+    for kind in kinds[1:]:
+        result = _promoted(result, kind)
+    return result.name
+
+
+_WIDENED_FLOATS = ("bfloat16", "float32")
+"""The new types two floats that do not hold each other widen to (e4m3 with e5m2: bf16; fp16
+with bf16: fp32); tf32 is never one."""
+
+
+def _operand_dtype(value) -> DType | None:
+    if is_tile(value):
+        return dtypes.dtype(value.dtype)
+    if isinstance(value, np.generic) and value.dtype.itemsize < 8:
+        return dtypes.dtype(value.dtype)
+    if isinstance(value, bool | np.bool_):
+        return dtypes.dtype("uint8")
+    if isinstance(value, int | np.integer):
+        return dtypes.dtype("int32")
+    if isinstance(value, float | np.floating):
+        return dtypes.dtype("float32")
+    return None
+
+
+def _promoted(a: DType, b: DType) -> DType:
+    """(float, int): the float; (float, float): the one that holds the other, else the first of
+    `_WIDENED_FLOATS` that holds both; (int, int): the wider, or a widened int, or float32 where
+    that would take 64 bits (which the hardware lacks)."""
+    if a == b:
+        return a
+    if a.is_float != b.is_float:
+        return a if a.is_float else b
+    if a.is_float:
+        for candidate in (a, b, *map(dtypes.dtype, _WIDENED_FLOATS)):
+            if _holds(candidate, a) and _holds(candidate, b):
+                return candidate
+        return dtypes.dtype("float32")
+    widened = np.result_type(a.numpy, b.numpy)
+    return dtypes.dtype("float32") if widened.itemsize > 4 else dtypes.dtype(widened)
+
+
+def _holds(wide: DType, narrow: DType) -> bool:
+    """Whether every value of `narrow` is one of `wide` (as many exponent and mantissa bits)."""
+    w, n = numerics.get_format(wide.name), numerics.get_format(narrow.name)
+    return w.exponent_bits >= n.exponent_bits and w.mantissa_bits >= n.mantissa_bits
 
 
 __all__ = ["Call", "new_tile", "par_dim", "result_dtype", "is_tile"]

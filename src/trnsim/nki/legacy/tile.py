@@ -14,7 +14,7 @@ import numbers
 import numpy as np
 
 from trnsim.core.isa import Memory
-from trnsim.errors import HazardError, ShapeError, UnsupportedError
+from trnsim.errors import HazardError, ShapeError, SourceLoc, UnsupportedError
 from trnsim.nki.legacy.index import IndexExpr, key_arrays
 from trnsim.nki.tensor import NkiTensor
 
@@ -59,6 +59,14 @@ class _Operators:
     __lt__, __le__ = _op("less"), _op("less_equal")
     __gt__, __ge__ = _op("greater"), _op("greater_equal")
     __and__, __or__, __xor__ = _op("bitwise_and"), _op("bitwise_or"), _op("bitwise_xor")
+
+    def __floordiv__(self, other):
+        """`a // b`: the old API has no floor division operator; refused at the kernel's line."""
+        raise UnsupportedError("`//` on a tile is not emulated (the old API documents no floor division "
+                               "operator)", what="tile //", where=SourceLoc.of_caller(),
+                               hint="use nl.floor(nl.divide(a, b))")
+
+    __rfloordiv__ = __floordiv__
 
     def __neg__(self):
         from trnsim.nki.legacy import language
