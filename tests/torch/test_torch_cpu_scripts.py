@@ -15,6 +15,13 @@ dist.init_process_group(init_method="file://" + {store!r}, rank=0, world_size=1)
 total = torch.arange(3.0)
 dist.all_reduce(total)
 print(dist.get_backend(), dist.get_world_size(), total.tolist())
+from torch.distributed.fsdp import fully_shard  # FSDP2's default mesh: it was built on neuron
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+fully_shard(model)
+model(torch.randn(5, 4)).sum().backward()
+print([p.grad.full_tensor().sum().item() for p in model.parameters()], next(model.parameters()).device)
 dist.destroy_process_group()
 """
 
@@ -34,4 +41,5 @@ def test_a_cpu_script_prints_the_same_with_and_without_trnsim(tmp_path):
     assert outputs[0][0] == outputs[1][0]
     assert outputs[0][0].splitlines() == [
         "[[0.0, 1.0], [2.0, 3.0]] [0, 1] cpu", "[[4.0, 5.0], [6.0, 7.0]] [2, 3] cpu",
-        "undefined 1 [0.0, 1.0, 2.0]"]
+        "undefined 1 [0.0, 1.0, 2.0]", outputs[1][0].splitlines()[-1]]
+    assert outputs[0][0].splitlines()[-1].endswith(" cpu")

@@ -96,9 +96,10 @@ def _serve_candidates(args, instance: str) -> list[serving.ServePlan]:
     """The plans tried on one instance: the given tp and batch, or the whole instance and a few batches."""
     ranks = training.machine(instance).ranks
     tps = [args.tp] if args.tp else [ranks]
-    batches = [args.batch] if args.batch else [1, 8, 32]
+    # a --concurrency above --batch is the plan's to refuse; without --batch, batches that hold it
+    batches = [args.batch] if args.batch else sorted({max(b, args.concurrency or 1) for b in (1, 8, 32)})
     weights = [args.weights] if args.weights else ["bf16", "int8"]
-    return [serving.ServePlan(tp=tp, concurrency=min(args.concurrency or batch, batch), compiled_batch=batch,
+    return [serving.ServePlan(tp=tp, concurrency=args.concurrency or batch, compiled_batch=batch,
                               seq_in=args.seq_in, seq_out=args.seq_out, weights=w)
             for tp in tps for batch in batches for w in weights]
 

@@ -37,7 +37,9 @@ class OpCost:
 
 
 def roofline_seconds(core: CoreSpec, flops: float, bytes_moved: float, dtype: str) -> float:
-    """The larger of FLOPs at the Tensor Engine's peak and bytes at the DMA queues' peak."""
-    compute_s = flops / core.peak_flops[_PEAK_CLASS.get(dtype, "fp32")] if flops else 0.0
+    """The larger of FLOPs at the Tensor Engine's peak and bytes at the DMA queues' peak. A core
+    that publishes no plain-fp8 peak (NeuronCore-v4: MXFP8 only) runs fp8 at its 16-bit rate."""
+    peak = core.peak_flops.get(_PEAK_CLASS.get(dtype, "fp32")) or core.peak_flops["bf16"]
+    compute_s = flops / peak if flops else 0.0
     dma_peak = core.dma_queues * core.dma_peak_bytes_per_s_per_queue
     return max(compute_s, bytes_moved / dma_peak)

@@ -3,6 +3,8 @@ instance kinds, and when moving a workload pays off."""
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
 from trnsim.errors import ConfigError
@@ -32,8 +34,8 @@ class TrainingJob:
 def training_job(model_name, instance: str, nodes: int, tokens: float, *, global_batch: int = 1024,
                  seq: int = 0, price: float | None = None, progress=None) -> TrainingJob:
     """Time and dollars to train `tokens` with the fastest plan that fits on `nodes` instances."""
-    if tokens <= 0:
-        raise ConfigError(f"tokens to train must be positive, got {tokens}")
+    if not (isinstance(tokens, numbers.Real) and math.isfinite(tokens) and tokens > 0):
+        raise ConfigError(f"tokens to train must be a positive finite number, got {tokens!r}")
     found = search(model_name, instance, nodes, global_batch=global_batch, seq=seq, price=price,
                    top=1, progress=progress)
     if not found.plans:
@@ -58,4 +60,6 @@ def savings(current_usd: float | None, new_usd: float | None) -> float | None:
     """Fraction of the current cost the new option saves for the same work."""
     if current_usd is None or new_usd is None or current_usd <= 0:
         return None
+    if not (math.isfinite(current_usd) and math.isfinite(new_usd)) or new_usd < 0:
+        raise ConfigError(f"savings({current_usd!r}, {new_usd!r}): costs are finite dollars >= 0")
     return 1 - new_usd / current_usd

@@ -76,7 +76,7 @@ def breakdown(model: Model, *, tp, pp, dp, ep, microbatch, seq: int, precision: 
     weight_b, grad_b, optim_b, _ = RECIPES[precision]
     params = params_per_rank(model, tp, pp, ep)
     fsdp, sharded = np.equal(zero, 2), np.greater_equal(zero, 1)
-    in_flight = np.where(pp > 1, pp * (1 + (pp - 1) / (pp * interleave)), 1)
+    in_flight = np.where(pp > 1, pp * (1 + np.where(interleave > 1, (pp - 1) / (pp * interleave), 0)), 1)
     kept = np.array([activation_bytes_per_token_layer(model, name, 1) for name in RECOMPUTE])[recompute]
     tokens = microbatch * seq
     gathered = 2 * layer_params_per_rank(model, tp, ep) * weight_b

@@ -24,6 +24,7 @@ class Op(NamedTuple):
     family: str
     args: tuple
     count: float = 1.0
+    role: str = ""  # "activation": the FFN's activation, which selective recomputation recomputes
 
 
 def _split(size: int, parts: int) -> int:
@@ -51,7 +52,7 @@ def ffn_ops(model: Model, tokens: int, width: int, tp: int, count: float = 1.0) 
     local = _split(width, tp)
     up = (2 if model.gated else 1) * local
     return [Op("matmul", (tokens, model.hidden, up), count),
-            Op("elementwise", (tokens * local, 2 if model.gated else 1), count),
+            Op("elementwise", (tokens * local, 2 if model.gated else 1), count, "activation"),
             Op("matmul", (tokens, local, model.hidden), count)]
 
 

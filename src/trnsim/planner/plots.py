@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from trnsim.errors import ConfigError
 from trnsim.system.pictures import save
 
 GIB = 2**30
@@ -52,8 +53,11 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 
 def pareto(found, path: str) -> None:
     """Cost per step against step time of every plan of a search, its Pareto front joined."""
+    if any(r.usd_per_step is None for r in found.plans):
+        raise ConfigError(f"the Pareto plot needs {found.instance}'s price, which the catalog lacks",
+                          hint="give --price DOLLARS_PER_HOUR")
     plt = _pyplot()
-    points = [(r.step_s, r.usd_per_step if r.usd_per_step is not None else 0.0) for r in found.plans]
+    points = [(r.step_s, r.usd_per_step) for r in found.plans]
     figure, axis = plt.subplots(figsize=(6, 4))
     axis.scatter([p[0] for p in points], [p[1] for p in points], s=6, alpha=0.5)
     front = [points[i] for i in pareto_front(points)]

@@ -17,7 +17,7 @@ import numpy as np
 
 from trnsim.errors import ConfigError
 from trnsim.planner import memory, training
-from trnsim.planner.machines import Machine, machine
+from trnsim.planner.machines import PRECISIONS, Machine, check_counts, machine
 from trnsim.planner.models import Model, model
 
 RANKINGS = {"time": lambda r: r.step_s, "cost": lambda r: (r.usd_per_step or 0.0, r.step_s),
@@ -83,8 +83,12 @@ def search(model_name, instance: str, nodes: int, *, global_batch: int = 1024, s
     """All layouts that fit, timed and ranked by `rank_by` (time, cost or memory)."""
     if rank_by not in RANKINGS:
         raise ConfigError(f"cannot rank by {rank_by!r}", hint=f"one of {', '.join(RANKINGS)}")
+    check_counts(nodes=nodes, global_batch=global_batch)
+    check_counts(0, seq=seq, **({} if top is None else {"top": top}))
     mdl, mach = model(model_name), machine(instance)
     seq = seq or mdl.seq
+    if precision not in PRECISIONS:
+        raise ConfigError(f"unknown precision {precision!r}", hint=f"one of {', '.join(PRECISIONS)}")
     if not mach.supports(precision):
         raise ConfigError(f"precision {precision} is not available on {mach.name}")
     started = time.perf_counter()

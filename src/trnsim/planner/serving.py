@@ -11,6 +11,7 @@ prefills interleave with decode steps: c requests take c x TTFT + seq_out x TPOT
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 from trnsim.errors import ConfigError
@@ -99,7 +100,7 @@ def serve(model_name, instance: str, plan: ServePlan | None = None,
 
 
 def memory_of(mdl: Model, mach: Machine, plan: ServePlan) -> dict[str, float]:
-    kv_per_rank_heads = max(1, mdl.kv_heads // plan.tp) / mdl.kv_heads
+    kv_per_rank_heads = math.ceil(mdl.kv_heads / plan.tp) / mdl.kv_heads  # a rank holds whole heads
     context = plan.seq_in + plan.seq_out
     return {"weights": mdl.params() * WEIGHTS[plan.weights] / plan.tp,
             "kv cache": plan.compiled_batch * context * mdl.kv_bytes_per_token() * kv_per_rank_heads,

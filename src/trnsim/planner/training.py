@@ -181,8 +181,7 @@ def _recompute(ops: list[Op], forward: float, mach: Machine, plan: TrainPlan) ->
     if plan.recompute == "full":
         return forward / (plan.microbatch // costed_sequences(plan))
     if plan.recompute == "selective":  # the FFN activation is recomputed, not kept
-        kept = [op for op in ops if op.family == "elementwise" and op.args[1] != 2]
-        return ops_seconds(mach, kept, plan.precision)
+        return ops_seconds(mach, [op for op in ops if op.role == "activation"], plan.precision)
     return 0.0
 
 

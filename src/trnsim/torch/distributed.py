@@ -1,5 +1,5 @@
-"""torch.distributed on neuron: the `neuron` process-group backend, and a default backend that
-leaves CPU scripts as they were.
+"""torch.distributed on neuron: the `neuron` process-group backend, and defaults (the backend
+of `init_process_group()`, FSDP2's mesh) that leave CPU scripts as they were.
 
 `init_process_group("neuron")` moves data through gloo, which spans processes and machines under
 torchrun. Collectives on neuron tensors reach `NeuronTensor.__torch_dispatch__` as c10d ops, which
@@ -11,7 +11,9 @@ from `trnsim.system.collective_time` on the emulated instance (`machine()`).
 from __future__ import annotations
 
 import functools
+import importlib
 import os
+import sys
 from datetime import timedelta
 
 import torch
@@ -69,9 +71,36 @@ class _DefaultBackendConfig(dist.distributed_c10d.BackendConfig):
         super().__init__(backend)
 
 
+_FSDP_INIT = "torch.distributed.fsdp._fully_shard._fsdp_init"
+"""The module that builds FSDP2's default mesh (`import torch` has loaded it already); the
+modules that use it imported it from there."""
+
+
+def _cpu_unless_neuron(default_mesh):
+    """FSDP2's default mesh (`fully_shard` without `mesh=`) is built on the current accelerator,
+    which trnsim makes neuron: a CPU script's model would move to neuron. Build it on neuron only
+    for a process group made with `init_process_group("neuron")`; otherwise on CPU, as PyTorch
+    without trnsim does."""
+    @functools.wraps(default_mesh)
+    def init_default_mesh(mesh_dim_names=None):
+        if not dist.is_initialized():
+            dist.init_process_group()
+        if torch._C._get_accelerator().type == NAME and dist.get_backend() != NAME:
+            from torch.distributed.device_mesh import init_device_mesh
+
+            return init_device_mesh("cpu", mesh_shape=(dist.get_world_size(),),
+                                    mesh_dim_names=mesh_dim_names)
+        return default_mesh(mesh_dim_names)
+    return init_default_mesh
+
+
 def register() -> None:
-    """Register the `neuron` backend and the default-backend choice (idempotent)."""
+    """Register the `neuron` backend and the default-backend and FSDP2-mesh choices (idempotent)."""
     if not dist.is_available() or NAME.upper() in dist.Backend._plugins:
         return
     dist.Backend.register_backend(NAME, _create_backend, devices=[NAME, "cpu"])
     dist.distributed_c10d.BackendConfig = _DefaultBackendConfig
+    original = importlib.import_module(_FSDP_INIT)._init_default_mesh
+    for name, module in list(sys.modules.items()):  # replaced wherever it is held
+        if name.startswith("torch.distributed.") and getattr(module, "_init_default_mesh", None) is original:
+            module._init_default_mesh = _cpu_unless_neuron(original)
