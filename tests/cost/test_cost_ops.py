@@ -147,3 +147,18 @@ def test_numpy_integers_are_sizes_too():
 def test_cross_attention_may_have_more_queries_than_keys():
     found = cost.attention(1, 2, 512, 128, 64, causal=False)
     assert found.seconds > 0 and found.flops == 4.0 * 2 * 512 * 128 * 64
+
+
+def test_lnc2_exists_only_from_trn2_on():
+    """trn1 and inf2 matmuls came out twice as fast at lnc=2 (fabrics.toml: LNC=2 from trn2 on)."""
+    for target in ("trn1", "inf2"):
+        with pytest.raises(ConfigError, match="lnc=2 on"):
+            cost.matmul(1024, 1024, 1024, target=target, lnc=2)
+    assert cost.matmul(1024, 1024, 1024, target="trn2", lnc=2).seconds > 0
+
+
+def test_fp8_on_trn3_is_bounded_by_its_16_bit_rate():
+    """NeuronCore-v4 publishes an MXFP8 peak only: the roofline raised KeyError('fp8')."""
+    fp8 = cost.matmul(2048, 2048, 2048, dtype="float8_e4m3", target="trn3")
+    bf16 = cost.matmul(2048, 2048, 2048, dtype="bfloat16", target="trn3")
+    assert fp8.lower_bound_seconds >= bf16.lower_bound_seconds * 0.5 and fp8.seconds > 0

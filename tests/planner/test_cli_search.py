@@ -130,3 +130,12 @@ def test_json_keeps_the_token_budget_and_the_break_even(roofline_costs, capsys):
                  "--monthly-spend", "10000", "--json"]) == 0
     found = json.loads(capsys.readouterr().out)
     assert [move["to"] for move in found["break_even"]] == ["trn2.48xlarge"] and len(found["jobs"]) == 2
+
+
+def test_the_pareto_plot_of_an_unpriced_instance_is_refused(tmp_path, capsys):
+    """Every plan was drawn at $0 per step while the table said the price was unknown."""
+    from trnsim.cli import main
+    picture = tmp_path / "pareto.png"
+    assert main(["plan", "search", "--model", "llama-3.1-8b", "--instance", "Trn2 UltraServer",
+                 "--plot", str(picture), "--top", "3"]) == 2
+    assert "needs Trn2 UltraServer's price" in capsys.readouterr().err and not picture.exists()

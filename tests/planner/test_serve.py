@@ -62,3 +62,13 @@ def test_bad_serving_plans(plan, message):
 def test_fp8_weights_need_an_fp8_peak():
     with pytest.raises(ConfigError, match="fp8"):
         planner.serve("llama-3.1-8b", "p4d.24xlarge", ServePlan(tp=8, weights="fp8"))
+
+
+def test_a_rank_holds_whole_kv_heads_when_tp_does_not_divide_them():
+    """At tp 6, each of Llama-3.1-8B's 8 KV heads lives on some rank, two on some: memory counted one."""
+    from trnsim import planner
+    plan = dict(compiled_batch=8, seq_in=2048, seq_out=2048)
+    served = {tp: planner.serve("llama-3.1-8b", "inf2.48xlarge", planner.ServePlan(tp=tp, **plan))
+              for tp in (4, 6, 8)}
+    kv = {tp: result.memory["kv cache"] for tp, result in served.items()}
+    assert kv[6] == kv[4] and kv[8] == kv[4] / 2  # 2, 2 and 1 heads per rank

@@ -62,3 +62,55 @@ def test_gpu_instances_plan_with_their_own_roofline():
     result = planner.train("llama-2-7b", "p5.48xlarge", 4, TrainPlan(tp=8, dp=4, global_batch=64, seq=4096))
     assert result.fits and 0.1 < result.mfu < 0.6
     assert result.usd_per_hour == pytest.approx(4 * 55.04)
+
+
+def test_selective_recomputation_costs_time_for_gated_and_plain_ffns():
+    """The gated (SwiGLU) activation has two inputs and was skipped: selective was free for Llama."""
+    from trnsim import planner
+    from trnsim.planner import TrainPlan
+    for name in ("llama-3.1-8b", "gpt3-23b"):
+        plans = {rc: TrainPlan(tp=8, dp=16, recompute=rc, zero="fsdp") for rc in ("none", "selective")}
+        steps = {rc: planner.train(name, "trn2.48xlarge", 2, plan) for rc, plan in plans.items()}
+        assert steps["selective"].step_s > steps["none"].step_s
+        assert steps["selective"].memory["activations"] < steps["none"].memory["activations"]
+
+
+def test_the_first_1f1b_stage_holds_pp_microbatches_and_interleaving_adds_to_that():
+    """Without interleaving the code held 2*pp - 1 (Korthikanti et al.'s interleaved factor at v=1)."""
+    from trnsim.planner import memory
+    from trnsim.planner.models import model
+    llama = model("llama-3.1-8b")
+
+    def per_layer(pp, v=1):
+        total = memory.breakdown(llama, tp=1, pp=pp, dp=1, ep=1, microbatch=1, seq=4096,
+                                 precision="bf16+fp32opt", zero=1, recompute=1, interleave=v,
+                                 capacity=1e12)["activations"]
+        return float(total) / (llama.layers / pp)
+    one = per_layer(1)
+    for pp in (2, 4, 8):
+        assert per_layer(pp) == pytest.approx(pp * one)
+        assert per_layer(pp, 2) == pytest.approx(pp * one * (1 + (pp - 1) / (pp * 2)))
+
+
+@pytest.mark.parametrize("arguments, says", [
+    ({"precision": "xx"}, "unknown precision"), ({"nodes": 1.5}, "nodes=1.5"),
+    ({"global_batch": 0}, "global_batch=0"), ({"top": -1}, "top=-1"), ({"seq": -5}, "seq=-5"),
+])
+def test_search_refuses_arguments_it_cannot_plan(arguments, says):
+    """Raw KeyError/TypeError, or plans with 0 tokens/s for a batch of 0."""
+    from trnsim.errors import ConfigError
+    from trnsim.planner.search import search
+    arguments = {"nodes": 1, **arguments}
+    nodes = arguments.pop("nodes")
+    with pytest.raises(ConfigError, match=says):
+        search("llama-3.1-8b", "trn2.48xlarge", nodes, **arguments)
+
+
+def test_costs_and_token_counts_must_be_finite():
+    from trnsim.errors import ConfigError
+    from trnsim.planner import economics
+    for tokens in (float("nan"), float("inf")):
+        with pytest.raises(ConfigError, match="positive finite"):
+            economics.training_job("llama-3.1-8b", "trn2.48xlarge", 1, tokens)
+    with pytest.raises(ConfigError, match="finite dollars"):
+        economics.savings(100, -5)
