@@ -114,3 +114,13 @@ def test_costs_and_token_counts_must_be_finite():
             economics.training_job("llama-3.1-8b", "trn2.48xlarge", 1, tokens)
     with pytest.raises(ConfigError, match="finite dollars"):
         economics.savings(100, -5)
+
+
+def test_an_instance_without_a_recorded_chip_network_is_refused_by_name():
+    """docs said trn2.3xlarge takes --price; planning it failed deep in the collective model."""
+    from trnsim import planner
+    from trnsim.errors import SpecError
+    from trnsim.planner.machines import known_instances
+    with pytest.raises(SpecError, match="trn2.3xlarge: no chip network is recorded"):
+        planner.train("llama-3.1-8b", "trn2.3xlarge", 1, planner.TrainPlan(tp=1, dp=4), price=2.0)
+    assert "trn2.3xlarge" not in known_instances() and "trn2.48xlarge" in known_instances()

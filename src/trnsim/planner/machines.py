@@ -92,6 +92,9 @@ def machine(name: str) -> Machine:
     if target is None:
         raise SpecError(f"{spec.name}: its chip {spec.chip.name} has no cost model (trnsim.cost covers "
                         f"{', '.join(hardware.TARGETS)})")
+    if not _has_network(spec.name):
+        raise SpecError(f"{spec.name}: no chip network is recorded for it, so its collectives cannot be "
+                        f"timed and it cannot be planned", hint=f"one of {', '.join(known_instances())}")
     lnc = _lnc(spec)
     return Machine(spec, target, lnc, spec.cores // lnc)
 
@@ -111,6 +114,15 @@ def known_instances() -> tuple[str, ...]:
     names = []
     for spec in hardware.instances():
         chip_ok = spec.chip is not None and any(a in hardware.TARGETS for a in spec.chip.aliases)
-        if chip_ok or spec.kind == "gpu":
+        if (chip_ok and _has_network(spec.name)) or spec.kind == "gpu":
             names.append(spec.name)
     return tuple(names)
+
+
+def _has_network(name: str) -> bool:
+    """Whether the catalog records the system's chip network (its collectives' model)."""
+    try:
+        system.fabric(name)
+    except SpecError:
+        return False
+    return True
