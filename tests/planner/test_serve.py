@@ -72,3 +72,17 @@ def test_a_rank_holds_whole_kv_heads_when_tp_does_not_divide_them():
               for tp in (4, 6, 8)}
     kv = {tp: result.memory["kv cache"] for tp, result in served.items()}
     assert kv[6] == kv[4] and kv[8] == kv[4] / 2  # 2, 2 and 1 heads per rank
+
+
+def test_sequences_longer_than_the_models_positions_are_refused_at_once():
+    """A 1,000,000-token prompt for Llama-2-7B (4,096 positions) ran for minutes; BERT-Large and
+    ViT-Base were planned at 8,192 tokens."""
+    import time
+
+    started = time.perf_counter()
+    with pytest.raises(ConfigError, match="longer than llama-2-7b's 4,096 positions"):
+        planner.serve("llama-2-7b", "trn2.48xlarge", planner.ServePlan(tp=64, seq_in=1_000_000, seq_out=1))
+    for name in ("bert-large", "vit-base"):
+        with pytest.raises(ConfigError, match="positions"):
+            planner.train(name, "trn1.32xlarge", 1, planner.TrainPlan(tp=1, dp=32, seq=8192))
+    assert time.perf_counter() - started < 5

@@ -33,6 +33,7 @@ class Model:
     tied: bool = False
     kind: str = "decoder"
     seq: int = 2048
+    context: int = 0  # positions the model has (max_position_embeddings); 0: not recorded
     experts: int = 0
     top_k: int = 0
     expert_ffn: int = 0
@@ -46,6 +47,13 @@ class Model:
         if not self.head_dim:
             object.__setattr__(self, "head_dim", self.hidden // max(self.heads, 1))
         _check(self)
+
+    def check_length(self, tokens: int, what: str) -> None:
+        """ConfigError for a sequence longer than the model's positions (when recorded)."""
+        if self.context and tokens > self.context:
+            raise ConfigError(f"{what} {tokens:,} is longer than {self.name}'s {self.context:,} positions "
+                              f"(max_position_embeddings, {self.source})",
+                              hint=f"at most {self.context:,} tokens")
 
     @property
     def moe(self) -> bool:
@@ -98,6 +106,9 @@ def _check(model: Model) -> None:
         value = getattr(model, field)
         if not isinstance(value, int) or value <= 0:
             raise ConfigError(f"model {model.name}: {field} must be a positive integer, got {value!r}")
+    if not isinstance(model.context, int) or model.context < 0:
+        raise ConfigError(f"model {model.name}: context must be a whole number of positions, "
+                          f"got {model.context!r}")
     if model.heads % model.kv_heads:
         raise ConfigError(f"model {model.name}: heads ({model.heads}) must be a multiple of "
                           f"kv_heads ({model.kv_heads})")
@@ -182,6 +193,8 @@ def from_config(path: str | Path) -> Model:
     if not values.get("experts"):
         for field in ("experts", "top_k", "expert_ffn", "shared_experts", "moe_every"):
             values.pop(field, None)
+    if isinstance(values.get("seq"), int):
+        values["context"] = values["seq"]
     values["seq"] = min(values.get("seq", 2048), 8192)
     activation = raw.get("hidden_act") or raw.get("activation_function") or "silu"
     model_type = raw.get("model_type", "")

@@ -87,6 +87,7 @@ def search(model_name, instance: str, nodes: int, *, global_batch: int = 1024, s
     check_counts(0, seq=seq, **({} if top is None else {"top": top}))
     mdl, mach = model(model_name), machine(instance)
     seq = seq or mdl.seq
+    mdl.check_length(seq, "seq")
     if precision not in PRECISIONS:
         raise ConfigError(f"unknown precision {precision!r}", hint=f"one of {', '.join(PRECISIONS)}")
     if not mach.supports(precision):

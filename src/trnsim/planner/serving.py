@@ -79,6 +79,7 @@ def check(mdl: Model, mach: Machine, plan: ServePlan) -> None:
     of data/calibration.csv)."""
     check_counts(tp=plan.tp, concurrency=plan.concurrency, compiled_batch=plan.compiled_batch,
                  seq_in=plan.seq_in, seq_out=plan.seq_out)
+    mdl.check_length(plan.seq_in + plan.seq_out, "seq_in + seq_out")
     if plan.tp < 1 or plan.tp > mach.ranks or mach.ranks % plan.tp:
         raise ConfigError(f"tp {plan.tp} does not divide the {mach.ranks} ranks of {mach.name}",
                           hint=f"tp in {[d for d in range(1, mach.ranks + 1) if mach.ranks % d == 0]}")

@@ -85,6 +85,7 @@ def check(mdl: Model, mach: Machine, nodes: int, plan: TrainPlan) -> None:
     check_counts(nodes=nodes, tp=plan.tp, pp=plan.pp, dp=plan.dp, ep=plan.ep, microbatch=plan.microbatch,
                  global_batch=plan.global_batch, interleave=plan.interleave)
     check_counts(0, seq=plan.seq)  # 0: the model's length
+    mdl.check_length(plan.seq or mdl.seq, "seq")
     if plan.interleave > 1 and plan.pp == 1:
         raise ConfigError(f"interleave {plan.interleave} needs pipeline stages to interleave (pp > 1)")
     if mdl.heads % plan.tp or (mdl.kv_heads % plan.tp and plan.tp % mdl.kv_heads):
