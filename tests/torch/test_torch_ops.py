@@ -274,3 +274,21 @@ def test_a_tensor_built_from_a_list_of_neuron_scalars():
     losses = [torch.tensor(1.5, device="neuron"), torch.tensor(2.5, device="neuron")]
     assert torch.equal(torch.tensor(losses), torch.tensor([1.5, 2.5]))
     assert torch.equal(torch.stack(losses).cpu(), torch.tensor([1.5, 2.5]))
+
+
+def _forward_mode(device: str) -> list:
+    torch.manual_seed(0)
+    x, w = torch.randn(5, 3).to(device), torch.randn(3, 2).to(device)
+    out = [torch.func.jvp(lambda v: x[:3, :2] + v, (w,), (torch.ones(3, 2).to(device),))[1]]
+    out.append(torch.func.jacfwd(lambda v: x @ v)(w))
+    with torch.autograd.forward_ad.dual_level():
+        dual = torch.autograd.forward_ad.make_dual(w, torch.ones(3, 2).to(device))
+        out.append(torch.autograd.forward_ad.unpack_dual(x @ dual).tangent)
+    return [t.cpu() for t in out]
+
+
+def test_forward_mode_ad_with_a_missing_tangent_matches_cpu():
+    """The zero tangent PyTorch makes (a data-less ZeroTensor) crashed the process (jvp) or raised
+    a raw RuntimeError (jacfwd, forward_ad through a matmul)."""
+    for neuron, cpu in zip(_forward_mode("neuron"), _forward_mode("cpu"), strict=True):
+        assert torch.equal(neuron, cpu)

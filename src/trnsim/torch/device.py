@@ -186,13 +186,19 @@ def set_device(device) -> None:
 
 def _factory(op):
     """A PrivateUse1 kernel for a factory: build the values on CPU, hand them to a NeuronTensor."""
+    make = _MATERIALISED.get(op, op)
 
     def kernel(*args, **kwargs):
         device = placement(kwargs["device"]) if kwargs.get("device") is not None else None
         kwargs["device"] = CPU
-        return NeuronTensor(op(*args, **kwargs), device=device)
+        return NeuronTensor(make(*args, **kwargs), device=device)
 
     return kernel
+
+
+_MATERIALISED = {torch.ops.aten._efficientzerotensor.default: torch.ops.aten.zeros.default}
+"""Factories whose CPU result holds no data (the ZeroTensor forward-mode AD makes for a missing
+tangent), made as the tensor they stand for: a NeuronTensor needs a buffer (it crashed)."""
 
 
 def _copy_from(src, dst, non_blocking=False):
