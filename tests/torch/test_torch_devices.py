@@ -118,3 +118,20 @@ def test_a_model_moves_to_neuron_inside_inference_mode():
 def test_dlpack_export_is_refused():
     with pytest.raises(UnsupportedError, match="DLPack"):
         torch.from_dlpack(torch.arange(6.0).to("neuron"))
+
+
+class _NeuronItems(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, index):
+        return torch.full((3,), float(index), device="neuron")
+
+
+def test_dataloader_workers_batch_neuron_tensors():
+    """A worker collated neuron items into shared memory made on neuron, and crashed."""
+    loader = torch.utils.data.DataLoader(_NeuronItems(), batch_size=4, num_workers=1)
+    batches = list(loader)
+    assert [b.device.type for b in batches] == ["neuron", "neuron"]
+    expected = torch.arange(8.0).repeat_interleave(3).reshape(8, 3)
+    assert torch.equal(torch.cat([b.cpu() for b in batches]), expected)

@@ -15,6 +15,7 @@ import gc
 import types
 
 import torch
+from torch.utils.data._utils import collate
 
 from trnsim.errors import UnsupportedError
 from trnsim.torch import accelerator, attention, autocast, inductor, loading, precision, rnn, tensor
@@ -201,6 +202,10 @@ _MATERIALISED = {torch.ops.aten._efficientzerotensor.default: torch.ops.aten.zer
 tangent), made as the tensor they stand for: a NeuronTensor needs a buffer (it crashed)."""
 
 
+def _stacked(batch, *, collate_fn_map=None):
+    return torch.stack(batch, 0)
+
+
 def _copy_from(src, dst, non_blocking=False):
     """`torch.tensor(data, device="neuron")` lands here: copy into the new tensor's buffer."""
     op = torch.ops.aten._copy_from.default
@@ -279,6 +284,9 @@ def register() -> list:
         kernels.impl(name, _on_buffers(getattr(getattr(torch.ops.aten, packet), overload or "default")),
                      "PrivateUse1")
     kernels.impl("_pin_memory", _pin_memory, "CPU")
+    # A DataLoader worker collates a batch into shared memory made on the batch's device, which
+    # neuron tensors cannot have (the worker crashed): neuron batches are stacked as they are.
+    collate.default_collate_fn_map[NeuronTensor] = _stacked
     attention.register(kernels)
     rnn.register(kernels)
     loading.install()
