@@ -292,3 +292,10 @@ def test_forward_mode_ad_with_a_missing_tangent_matches_cpu():
     a raw RuntimeError (jacfwd, forward_ad through a matmul)."""
     for neuron, cpu in zip(_forward_mode("neuron"), _forward_mode("cpu"), strict=True):
         assert torch.equal(neuron, cpu)
+
+
+def test_cuda_only_batch_norm_ops_are_refused_by_name():
+    """SyncBatchNorm's statistics op ran on CPU buffers, which have no kernel for it."""
+    x = torch.randn(4, 3, 5).to("neuron")
+    with pytest.raises(UnsupportedError, match="batch_norm_stats.*CUDA kernels only"):
+        torch.batch_norm_stats(x, 1e-5)

@@ -39,8 +39,12 @@ _family("matmul", "mm addmm bmm baddbmm addbmm addmv mv dot vdot outer _addmm_ac
 _family("conv", "convolution convolution_backward _convolution")
 _family("norm", """native_layer_norm native_layer_norm_backward native_batch_norm native_batch_norm_backward
     _native_batch_norm_legit _native_batch_norm_legit_no_training _native_batch_norm_legit_functional
-    native_group_norm native_group_norm_backward _fused_rms_norm _fused_rms_norm_backward
-    batch_norm_stats batch_norm_elemt batch_norm_backward_reduce batch_norm_backward_elemt""")
+    native_group_norm native_group_norm_backward _fused_rms_norm _fused_rms_norm_backward""")
+
+CUDA_ONLY = frozenset("""batch_norm_stats batch_norm_elemt batch_norm_backward_reduce
+    batch_norm_backward_elemt batch_norm_gather_stats batch_norm_gather_stats_with_counts""".split())
+"""Aten ops with CUDA kernels only (SyncBatchNorm's): the device runs ops on CPU kernels, which
+these lack, so they are refused by name (they raised PyTorch's "no CPU kernel" error)."""
 _family("rnn", "lstm gru rnn_tanh rnn_relu")  # whole ops on the buffers (trnsim.torch.rnn)
 _family("embedding", "embedding embedding_dense_backward _embedding_bag _embedding_bag_backward")
 _family("attention", """_scaled_dot_product_flash_attention_for_cpu
@@ -155,9 +159,16 @@ def kernel_for(func):
         return rounded_copy
     if name in FP32_ACCUMULATE and not func._schema.is_mutable:
         return fp32_accumulate
+    if name in CUDA_ONLY:
+        return _cuda_only
     if name not in FAMILIES:
         return fallback.rule(plain)
     return plain
+
+
+def _cuda_only(func, args, kwargs):
+    raise UnsupportedError(f"{func} has CUDA kernels only (SyncBatchNorm uses it); neuron runs CPU kernels",
+                           what=str(func), hint="use nn.BatchNorm (statistics per rank) or nn.GroupNorm")
 
 
 def _owners(args, kwargs) -> dict:
