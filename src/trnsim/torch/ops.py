@@ -202,9 +202,11 @@ def _sync_layout(owner, buffer, func):
         with torch._C._ExcludeDispatchKeyGuard(_WRAPPER_ONLY), torch._C._AutoDispatchBelowAutograd():
             torch.ops.aten.as_strided_.default(owner, *layout)
     except RuntimeError as error:
-        raise UnsupportedError(f"{func} grew a neuron tensor in place to {list(buffer.shape)}",
+        raise UnsupportedError(f"{func} grew a neuron tensor in place to {list(buffer.shape)} at storage "
+                               f"offset {buffer.storage_offset()}, past the memory it was made with",
                                what=str(func), hint="allocate the result's shape first (out= tensors "
-                               "must already have it)") from error
+                               "must already have it); copy.deepcopy of a view at a nonzero offset: "
+                               "deep-copy its base, or .clone() the view") from error
     return owner
 
 
