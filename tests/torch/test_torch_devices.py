@@ -135,3 +135,9 @@ def test_dataloader_workers_batch_neuron_tensors():
     assert [b.device.type for b in batches] == ["neuron", "neuron"]
     expected = torch.arange(8.0).repeat_interleave(3).reshape(8, 3)
     assert torch.equal(torch.cat([b.cpu() for b in batches]), expected)
+
+
+def test_a_neuron_tensor_prints_as_a_tensor_on_its_device():
+    """It printed as NeuronTensor([...]); CUDA and CPU tensors print as tensor(...)."""
+    x = torch.arange(6.0, device="neuron").reshape(2, 3)
+    assert repr(x) == "tensor([[0., 1., 2.],\n        [3., 4., 5.]], device='neuron:0')"

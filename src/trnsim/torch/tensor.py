@@ -82,8 +82,9 @@ class NeuronTensor(torch.Tensor):
             # (formatting would run data-dependent ops such as masked_select on it).
             return (f"NeuronTensor(shape={tuple(self.shape)}, dtype={self.dtype}, "
                     f"buffer={type(elem).__name__})")
-        contents = torch._tensor_str._tensor_str(elem.detach(), len("NeuronTensor("))
-        return torch._tensor_str._str(self, tensor_contents=contents)
+        contents = torch._tensor_str._tensor_str(elem.detach(), len("tensor("))
+        text = torch._tensor_str._str(self, tensor_contents=contents)  # PyTorch names the subclass
+        return "tensor(" + text.removeprefix("NeuronTensor(")  # as CUDA tensors print
 
     def __format__(self, spec):
         if self.dim() == 0:
