@@ -37,14 +37,21 @@ def _shape_and_key(draw):
     return shape, key[:max(start, 1)]
 
 
+def _kept(index: int) -> slice:
+    return slice(index, index + 1 if index != -1 else None)
+
+
 def _numpy_key(key, ndim: int, on_chip: bool):
-    """NKI keeps dim 0 of an on-chip tile under an integer index (size 1); numpy drops it."""
+    """NKI keeps dim 0 of an on-chip tile under an integer index (size 1), and an on-chip view
+    stays 2-D (the last free dim, indexed by an integer, kept at size 1); numpy drops both."""
     if Ellipsis in key:
         at = key.index(Ellipsis)
         key = key[:at] + (slice(None),) * (ndim - len(key) + 1) + key[at + 1:]
     if on_chip and key and isinstance(key[0], int):
-        first = key[0]
-        key = (slice(first, first + 1 if first != -1 else None),) + key[1:]
+        key = (_kept(key[0]),) + key[1:]
+    kept = sum(not isinstance(k, int) for k in key) + ndim - len(key)
+    if on_chip and ndim >= 2 and kept < 2 and len(key) == ndim and isinstance(key[-1], int):
+        key = key[:-1] + (_kept(key[-1]),)
     return key
 
 
@@ -145,3 +152,18 @@ def test_partition_ranges_are_checked_from_any_start(pattern, offset, message):
 
     with pytest.raises(ShapeError, match=message):
         nki.simulate(kernel, target="trn2")(np.zeros(1, np.float32))
+
+
+def test_on_chip_views_stay_two_dimensional_as_the_language_guide_asserts():
+    """t[:, 0, 10] of a [64, 64, 64] tile was [64] (aws-neuron-sdk nki-language-guide.rst, "Tensor
+    Indexing", asserts [64, 1]); so nki-library's attention_cte with a sliding window, which then
+    indexes such a view with [:n, :1], was refused."""
+    def kernel(a):
+        t = nl.ndarray((64, 64, 64), dtype=nl.float32, buffer=nl.sbuf)
+        assert t[0, 0, 10].shape == (1, 1) and t[:, 0].shape == (64, 64) and t[:, 0, 10].shape == (64, 1)
+        s = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.sbuf)
+        assert s[:128, 2][:64, :1].shape == (64, 1)
+        h = nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        assert h[:, 3].shape == (64,)  # HBM tensors drop the dim, as numpy does
+        return h
+    nki.trace(nki.jit(kernel), nki.TensorSpec((1,), "float32"), target="trn2")

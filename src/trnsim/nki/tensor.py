@@ -143,6 +143,9 @@ class NkiTensor(View):
         if indexed < len(shape):  # dims without an index are kept whole
             new_shape += shape[indexed:]
             new_strides += strides[indexed:]
+        if len(new_shape) < 2 and len(shape) >= 2 and self.storage.memory is not Memory.HBM:
+            new_shape.append(1)  # on chip, the last free dim is kept (the 2-D rule in `_index`)
+            new_strides.append(strides[-1])
         return self._view(tuple(new_shape), tuple(new_strides), offset)
 
     def _view(self, shape: tuple, strides: tuple, offset: int) -> NkiTensor:
@@ -185,7 +188,14 @@ class NkiTensor(View):
                 strides.append(stride * step)
         # Dims without an index are kept whole, as `slice(None)` would keep them.
         indexed = len(keys)
-        return self._derive((*shape, *self.shape[indexed:]), (*strides, *self.strides[indexed:]), offset)
+        shape, strides = [*shape, *self.shape[indexed:]], [*strides, *self.strides[indexed:]]
+        if len(shape) < 2 and ndim >= 2 and self.storage.memory is not Memory.HBM:
+            # On-chip tensors stay at least 2-D: the last free dim, indexed by an integer, is kept
+            # at size 1 (t[:, 0, 10] of a [64, 64, 64] tile is [64, 1]; aws-neuron-sdk
+            # nki/get-started/nki-language-guide.rst, "Tensor Indexing").
+            shape.append(1)
+            strides.append(self.strides[-1])
+        return self._derive(tuple(shape), tuple(strides), offset)
 
     def _resolve(self, key, size: int, dim: int) -> tuple[int, int, int, bool]:
         """(start, count, step, keep-dim) for one index, bounds-checked at both ends."""
