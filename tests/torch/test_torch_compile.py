@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import trnsim.torch
+from trnsim import config
 from trnsim.torch import compile as neuron_compile
 from trnsim.torch import devicetime
 
@@ -68,3 +69,18 @@ def test_dynamic_shapes_are_charged_at_the_sizes_each_call_runs_with():
     shapes = sorted(key[1][1][0] for key in prof.counts if key[0] == "aten.addmm.default")
     assert shapes == [(4, 16), (12, 16)]
     assert prof.report().per_op["aten.addmm.default"].count == 2
+
+
+def test_functional_copies_in_compiled_graphs_run_on_the_device_and_are_timed():
+    """AOTAutograd writes copy_ as aten.copy and torch.tensor constants as lift_fresh_copy: both
+    fell back to CPU (an UnsupportedError in strict mode) and showed as untimed."""
+    def f(x, y):
+        z = x.clone()
+        z[:2].copy_(y)
+        return z * 2 + torch.tensor([1.0, 2.0, 3.0, 4.0], device=x.device)
+
+    x, y = torch.randn(4, 4, device="neuron"), torch.randn(2, 4, device="neuron")
+    compiled = torch.compile(f, backend="neuron")
+    with config.override(strict=True), trnsim.torch.profile(target="trn2") as prof:
+        out = compiled(x, y)
+    assert torch.equal(out.cpu(), f(x.cpu(), y.cpu())) and not prof.report().untimed

@@ -36,6 +36,24 @@ def test_from_pretrained_with_device_map_neuron_loads_onto_the_device(tmp_path):
         assert all(torch.equal(back[name].cpu(), saved[name]) for name in saved)
 
 
+def test_a_device_map_mixing_neuron_and_cpu_keeps_tied_weights_apart(tmp_path):
+    """accelerate keys tied parameters by data_ptr(): a neuron tensor's was 0, as an offloaded
+    (meta) parameter's is, so the final norm got the tied embedding matrix."""
+    pytest.importorskip("accelerate")
+    cfg = transformers.GPT2Config(vocab_size=100, n_embd=64, n_layer=2, n_head=4, n_positions=64)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    model.save_pretrained(tmp_path)
+    on_neuron = ("transformer.wte", "transformer.wpe", "transformer.drop", "transformer.h.0", "lm_head")
+    device_map = {**dict.fromkeys(on_neuron, "neuron"), "transformer.h.1": "cpu", "transformer.ln_f": "cpu"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mixed = transformers.GPT2LMHeadModel.from_pretrained(tmp_path, device_map=device_map).eval()
+    ids = torch.randint(0, 100, (2, 8))
+    with torch.no_grad():
+        assert torch.equal(mixed(input_ids=ids.to("neuron")).logits.cpu(), model(input_ids=ids).logits)
+
+
 def test_a_neuron_tensor_takes_cpu_index_tensors_as_cuda_does():
     values = torch.arange(6.0).reshape(3, 2)
     on_device, rows = values.to("neuron"), torch.tensor([2, 0])

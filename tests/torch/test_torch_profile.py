@@ -147,3 +147,10 @@ def test_bad_profile_settings_are_refused_when_the_block_opens():
     for settings in (dict(target="trn1", lnc=2), dict(instance="trn2.96xlarge")):
         with pytest.raises(trnsim.TrnsimError), trnsim.torch.profile(**settings):
             pytest.fail("the block ran")
+
+
+def test_without_collectives_nothing_overlaps(profiles):
+    """overlap_s came out -6.9e-18: two sums of the same op times in different orders."""
+    for prof in profiles.values():
+        report = prof.report()
+        assert report.comm_s == 0 and report.overlap_s == 0.0

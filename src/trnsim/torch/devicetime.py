@@ -157,7 +157,7 @@ def _movement_launches(name: str, inputs, outputs) -> list[Launch]:
 
 def _view_launches(name: str, inputs, outputs) -> list[Launch]:
     """Views and metadata cost nothing on the device; copies and casts move the data once."""
-    if name in ("clone", "contiguous", "copy_", "_copy_from"):
+    if name in ("clone", "contiguous", "copy_", "copy", "_copy_from", "lift_fresh_copy"):
         return _movement_launches(name, inputs, outputs) if outputs else \
             [_copy(_numel(inputs[0][0]), inputs[0][1])]
     if name == "_to_copy" and outputs and inputs:

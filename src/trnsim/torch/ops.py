@@ -76,7 +76,8 @@ _family("indexing", """index index_put index_put_ _index_put_impl_ index_select 
 _family("view", """view _unsafe_view reshape t transpose permute expand unsqueeze squeeze slice select
     split split_with_sizes unbind narrow as_strided alias detach clone contiguous _reshape_alias
     unsqueeze_ squeeze_ t_ transpose_ as_strided_ swapdims_ detach_
-    view_as_real view_as_complex unfold diagonal chunk lift_fresh movedim _to_copy copy_ _copy_from
+    view_as_real view_as_complex unfold diagonal chunk lift_fresh lift_fresh_copy movedim _to_copy copy
+    copy_ _copy_from
     _local_scalar_dense resize_ set_ _has_compatible_shallow_copy_type is_same_size
     _nested_tensor_from_mask_left_aligned""")
 _family("elementwise", """add add_ sub sub_ mul mul_ div div_ neg neg_ pow pow_ exp exp_ log log_ sqrt
@@ -140,7 +141,7 @@ def rounded_to_copy(func, args, kwargs):
 
 def rounded_copy(func, args, kwargs):
     """`copy_(dst, src)` / `_copy_from(src, dst)`: a narrowing copy rounds as `rounded_to_copy` does."""
-    dst_first = func._opname == "copy_"
+    dst_first = func._opname in ("copy_", "copy")  # copy: the functional copy_ compiled graphs use
     dst, src = (args[0], args[1]) if dst_first else (args[1], args[0])
     if precision.rounds_stochastically(src.dtype, dst.dtype):
         src = precision.round_to(src, dst.dtype)
@@ -155,7 +156,7 @@ def kernel_for(func):
         return plain
     if name == "_to_copy":
         return rounded_to_copy
-    if name in ("copy_", "_copy_from"):
+    if name in ("copy_", "copy", "_copy_from"):
         return rounded_copy
     if name in FP32_ACCUMULATE and not func._schema.is_mutable:
         return fp32_accumulate

@@ -105,8 +105,10 @@ class Report:
 
     @property
     def overlap_s(self) -> float:
-        """Communication hidden behind compute: compute + communication - the block's time."""
-        return self.total_s + self.comm_s - self.step_s
+        """Communication hidden behind compute: compute + communication - the block's time, kept
+        within [0, the smaller part] (the two sums add the same times in different orders, so
+        without collectives they can differ in the last bit)."""
+        return max(0.0, min(self.total_s + self.comm_s - self.step_s, self.total_s, self.comm_s))
 
     @property
     def step_cost_usd(self) -> float:

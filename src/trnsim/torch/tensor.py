@@ -68,6 +68,13 @@ class NeuronTensor(torch.Tensor):
             return torch.Tensor.untyped_storage(self)
         return self._elem.untyped_storage()
 
+    def data_ptr(self) -> int:
+        """The buffer's address, distinct per storage as a device pointer is: accelerate keys tied
+        parameters by it, and the wrapper's own (0, as a meta tensor's) mixed them up."""
+        if torch.compiler.is_compiling():
+            return torch.Tensor.data_ptr(self)
+        return self._elem.data_ptr()
+
     def __tensor_flatten__(self):
         return ["_elem"], self.device
 
