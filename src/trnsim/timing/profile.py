@@ -177,9 +177,9 @@ def summarize(timeline: Timeline, *, model_flops: float | None = None, top: int 
     core, trace = timeline.core, timeline.trace
     latency = timeline.latency_s
     flops, busy_peak = 0.0, 0.0
-    moved, unpublished = 0, set()
-    cores = max([trace.cores, *(ins.core + 1 for ins in trace)])
+    moved, unpublished, cores = 0, set(), trace.cores
     for ins in trace:
+        cores = max(cores, ins.core + 1)  # a hand-built trace may not say how many cores it ran on
         if ins.opcode in MATMUL:
             work = matmul_flops(ins, core)
             peak = core.peak_flops.get(peak_class(ins))
