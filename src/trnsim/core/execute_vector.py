@@ -24,21 +24,31 @@ def _reduce_free(name: str, values: np.ndarray) -> np.ndarray:
     return np.asarray(alu.reduce(name, flat, axis=1), F32).reshape(-1, 1)
 
 
+def _accumulates(ins: Instruction, io: Operands) -> bool:
+    """Whether an instruction touches its engine's accumulator: it reads it out (`reduce_res`), or
+    its `reduce_cmd` changes it (with `reduce_res=None` the sum stays in the registers for a later
+    call to read)."""
+    return len(io.outputs) > 1 or ins.param("reduce_cmd") not in (None, "idle")
+
+
 def _accumulate(ins: Instruction, io: Operands, values: np.ndarray, out_index: int,
                 default_cmd: str = "reset_reduce") -> None:
-    """The engines' accumulator registers: reset / reduce / reset_reduce, read out to reduce_res."""
+    """The engines' accumulator registers: reset / reduce / reset_reduce, read out to reduce_res.
+    The Scalar Engine has its own (activation's `reduce_regs`); the Vector Engine's are shared by
+    its accumulating instructions (exponential, range_select, select_reduce, tensor_scalar_reduce:
+    the nki.isa docs), so registers are kept per engine and reduction op."""
     op = ins.param("reduce_op") or "add"
     cmd = ins.param("reduce_cmd") or default_cmd
     partitions = values.shape[0]
-    registers = io.state.accumulators
+    registers, key = io.state.accumulators, (ins.engine, op)
     part = _reduce_free(op, values)[:, 0]
-    if cmd in ("reset", "reset_reduce") or registers.get(op) is None:
+    if cmd in ("reset", "reset_reduce") or registers.get(key) is None:
         identity = alu.ALU[op][1] if op in alu.ALU else 0.0
-        registers[op] = np.full(io.state.partitions, identity if identity is not None else 0.0, F32)
+        registers[key] = np.full(io.state.partitions, identity if identity is not None else 0.0, F32)
     if cmd in ("reduce", "reset_reduce"):
-        registers[op][:partitions] = alu.reduce(op, np.stack([registers[op][:partitions], part]), axis=0)
+        registers[key][:partitions] = alu.reduce(op, np.stack([registers[key][:partitions], part]), axis=0)
     if out_index < len(io.outputs):
-        result = registers[op][:partitions] if cmd != "idle" else part
+        result = registers[key][:partitions] if cmd != "idle" else part
         if ins.param("reduce_res_negate"):
             result = -result
         io.write(out_index, result.reshape(-1, 1))
@@ -63,7 +73,7 @@ def _activation(ins: Instruction, io: Operands) -> None:
     else:
         y = alu.apply_activation(ins.param("op"), x)
     io.write(0, y)
-    if len(io.outputs) > 1:
+    if _accumulates(ins, io):
         _accumulate(ins, io, y, 1, "idle" if ins.opcode is Opcode.ACTIVATION else "reset_reduce")
 
 
@@ -129,7 +139,7 @@ def _tensor_scalar(ins: Instruction, io: Operands) -> None:
 def _tensor_scalar_reduce(ins: Instruction, io: Operands) -> None:
     values = np.asarray(_tensor_scalar_values(ins, io), F32)
     io.write(0, values)
-    if len(io.outputs) > 1:
+    if _accumulates(ins, io):
         _accumulate(ins, io, values, 1)
 
 
@@ -184,7 +194,7 @@ def _reciprocal(ins: Instruction, io: Operands) -> None:
 def _exponential(ins: Instruction, io: Operands) -> None:
     values = np.exp(io.f32(0) - _per_partition(io.value("max_value", 0.0), io.f32(0).ndim))
     io.write(0, values)
-    if len(io.outputs) > 1:
+    if _accumulates(ins, io):
         _accumulate(ins, io, values, 1, "idle")
 
 
@@ -255,7 +265,7 @@ def _range_select(ins: Instruction, io: Operands) -> None:
         _binary(ins.param("comp_op1"), index, _per_partition(io.value("bound1"), 2)) != 0)
     values = np.where(keep, flat, np.float32(ins.param("on_false_value"))).astype(F32)
     io.write(0, values.reshape(data.shape))
-    if len(io.outputs) > 1:
+    if _accumulates(ins, io):
         _accumulate(ins, io, values, 1)
 
 
@@ -266,7 +276,7 @@ def _select_reduce(ins: Instruction, io: Operands) -> None:
     on_false = _per_partition(io.value("on_false"), on_true.ndim)
     values = np.where(keep, on_true, on_false).astype(F32)
     io.write(0, values)
-    if len(io.outputs) > 1:
+    if _accumulates(ins, io):
         _accumulate(ins, io, values, 1, "idle")
 
 
