@@ -29,7 +29,7 @@ F32 = np.float32
 def to_storage(values: np.ndarray, dtype: DType, rounding: str | None = None) -> np.ndarray:
     """Cast engine results (fp32) to a destination dtype: RNE, ints round half-even and saturate."""
     values = np.asarray(values)
-    if values.dtype == dtype.numpy:
+    if values.dtype == dtype.numpy and dtype.name != "tfloat32":  # tf32 is kept in fp32 storage
         return values
     if values.dtype != F32:
         values = values.astype(F32)

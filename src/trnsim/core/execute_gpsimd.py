@@ -45,8 +45,13 @@ def _affine_select(ins: Instruction, io: Operands) -> None:
 
 @EXECUTE.register(Opcode.TENSOR_PARTITION_REDUCE)
 def _partition_reduce(ins: Instruction, io: Operands) -> None:
+    op = ins.param("op")
+    if op in alu.BITWISE:  # bit patterns, as the integers they are (fp32 rounded past 2**24)
+        bits = alu.reduce(op, io.raw(0), axis=0)
+        io.write_raw(0, np.asarray(bits).reshape(io.out(0).shape).astype(io.out(0).element.numpy))
+        return
     data = io.f32(0)
-    io.write(0, np.asarray(alu.reduce(ins.param("op"), data, axis=0), F32).reshape(io.out(0).shape))
+    io.write(0, np.asarray(alu.reduce(op, data, axis=0), F32).reshape(io.out(0).shape))
 
 
 @EXECUTE.register(Opcode.N_GATHER)

@@ -103,13 +103,26 @@ def _operand(io: Operands, key: str, bits: bool):
     return io.raw(ref.index) if bits and isinstance(ref, InputRef) else io.value(key)
 
 
+INTEGER_EXACT = frozenset({"add", "subtract", "multiply", "maximum", "minimum"})
+"""Arithmetic that int32/uint32 tiles do in native integer arithmetic (nki.isa tensor_tensor: "When
+all input/output tiles are int32 or uint32 ... native integer arithmetic. This ensures exact
+results for all 32-bit integer values"); through fp32 it rounded past 2**24."""
+
+
+def _all_int32(io: Operands) -> bool:
+    return all(view.element.name in ("int32", "uint32") for view in (*io.inputs, *io.outputs))
+
+
 @EXECUTE.register(Opcode.TENSOR_TENSOR)
 def _tensor_tensor(ins: Instruction, io: Operands) -> None:
     op = ins.param("op")
-    read = io.raw if op in alu.BITWISE else io.f32
+    exact = op in alu.BITWISE or (op in INTEGER_EXACT and _all_int32(io))
+    read = io.raw if exact else io.f32
     data1 = read(0)
     data2 = read(1).reshape(data1.shape)  # same size (CHECK); the access patterns may differ
-    if op in alu.BITWISE:
+    if exact:
+        if op not in alu.BITWISE:
+            data1, data2 = data1.astype(np.int64), data2.astype(np.int64)
         _write_exact(io, 0, _binary(op, data1, data2))
     else:
         io.write(0, _binary(op, data1, data2))
@@ -121,13 +134,22 @@ def _tensor_scalar_values(ins: Instruction, io: Operands) -> np.ndarray:
     if ins.param("op0") in alu.UNARY:  # nl.abs and the like: no operand
         out = alu.UNARY[ins.param("op0")][0](data)
     else:
-        out = _binary(ins.param("op0"), data, _per_partition(_operand(io, "operand0", raw), data.ndim),
+        out = _binary(ins.param("op0"), data, _scalar_operand(io, "operand0", raw, data.ndim),
                       ins.param("reverse0", False))
     if ins.param("op1") is not None:
         bits = ins.param("op1") in alu.BITWISE
-        out = _binary(ins.param("op1"), out, _per_partition(_operand(io, "operand1", bits), data.ndim),
+        out = _binary(ins.param("op1"), out, _scalar_operand(io, "operand1", bits, data.ndim),
                       ins.param("reverse1", False))
     return out
+
+
+def _scalar_operand(io: Operands, key: str, bits: bool, ndim: int):
+    """A scalar operand, per partition. A bitwise op's whole-number immediate is a bit pattern,
+    kept as an integer (an fp32 cast rounded 16777217 to 16777216)."""
+    value = _operand(io, key, bits)
+    if bits and not isinstance(value, np.ndarray) and float(value).is_integer():
+        return int(value)
+    return _per_partition(value, ndim)
 
 
 @EXECUTE.register(Opcode.TENSOR_SCALAR)

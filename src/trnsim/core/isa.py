@@ -213,7 +213,7 @@ SPECS: dict[Opcode, InstructionSpec] = {s.opcode: s for s in (
           params={"reverse_pred": _BOOL}),
     _spec(Opcode.MEMSET, *_COMPUTE, inputs=(), params={"value": _NUMBER}),
     _spec(Opcode.IOTA, _G, inputs=(),
-          params={"pattern": Param(Kind.PATTERN), "offset": _NUMBER, "channel_multiplier": _INT}),
+          params={"pattern": Param(Kind.PATTERN), "offset": _INT, "channel_multiplier": _INT}),
     _spec(Opcode.MATMUL, _T, inputs=("stationary", "moving"), reads=_SBUF, writes=_PSUM,
           params={**_MATMUL, "is_transpose": _BOOL,
                   "perf_mode": Param(Kind.CHOICE, choices=("none", "double_row"))}),

@@ -59,6 +59,10 @@ def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0
 
 
 def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
+    tiles = [t for t in (dst, data1, data2) if isinstance(t, NkiTensor)]
+    if getattr(engine, "value", engine) in (None, "unknown") and tiles and all(
+            str(t.dtype) in ("int32", "uint32") for t in tiles):
+        engine = "gpsimd"  # nki.isa: all-int32 tensor_tensor defaults to GpSimd (native integers)
     return _issue(Opcode.TENSOR_TENSOR, dst, [data1, data2], {"op": op_name(op)}, engine, name)
 
 

@@ -1,0 +1,61 @@
+"""Results the nki.isa docs define bit for bit: int32 arithmetic on GpSimd, bitvec immediates and
+partition reductions as bit patterns, outputs rounded to tf32, int32 iota offsets."""
+
+import numpy as np
+import pytest
+
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
+from trnsim import numerics
+from trnsim.errors import ArgumentError
+
+
+def _run(body, *arrays, out_shape, out_dtype):
+    @nki.jit
+    def kernel(*inputs):
+        tiles = []
+        for x in inputs:
+            t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x)
+            tiles.append(t)
+        result = nl.ndarray(out_shape, dtype=out_dtype, buffer=nl.sbuf)
+        body(result, *tiles)
+        out = nl.ndarray(out_shape, dtype=out_dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=result)
+        return out
+    return nki.simulate(kernel, target="trn2")(*arrays), kernel
+
+
+def test_int32_tensor_tensor_is_exact_and_runs_on_gpsimd():
+    """16777217 + 0 came out 16777216: the sum went through fp32 on the Vector Engine."""
+    a, b = np.array([[16777217, 100000001]], np.int32), np.array([[0, 1]], np.int32)
+    got, kernel = _run(lambda o, x, y: nisa.tensor_tensor(dst=o, data1=x, data2=y, op=nl.add), a, b,
+                       out_shape=(1, 2), out_dtype=nl.int32)
+    np.testing.assert_array_equal(got, a + b)
+    assert [i.engine.value for i in kernel.last_trace if i.opcode.value == "tensor_tensor"] == ["gpsimd"]
+
+
+def test_bitvec_immediates_and_partition_reductions_keep_every_bit():
+    """An AND with 16777217 used 16777216; a partition OR of 2**24 + 1 gave 2**24."""
+    x = np.array([[-1, 7]], np.int32)
+    got, _ = _run(lambda o, t: nisa.tensor_scalar(dst=o, data=t, op0=nl.bitwise_and, operand0=16777217), x,
+                  out_shape=(1, 2), out_dtype=nl.int32)
+    np.testing.assert_array_equal(got, x & 16777217)
+    y = np.array([[2**24 + 1], [0]], np.int32)
+    got, _ = _run(lambda o, t: nisa.tensor_partition_reduce(dst=o, op=nl.bitwise_or, data=t), y,
+                  out_shape=(1, 1), out_dtype=nl.int32)
+    assert got[0, 0] == 2**24 + 1
+
+
+def test_results_written_to_tf32_are_rounded_to_tf32():
+    """A tf32 tile is kept in fp32 storage, and 0.1 was stored unrounded."""
+    x = np.array([[0.1, 1.0009766]], np.float32)
+    got, _ = _run(lambda o, t: nisa.tensor_copy(dst=o, src=t), x, out_shape=(1, 2), out_dtype=nl.tfloat32)
+    np.testing.assert_array_equal(got.astype(np.float32), numerics.cast(x, "tfloat32"))
+
+
+def test_an_iota_offset_is_an_integer():
+    with pytest.raises(ArgumentError, match="offset=0.5; it must be an integer"):
+        _run(lambda o, t: nisa.iota(dst=o, pattern=[[1, 4]], offset=0.5), np.zeros((1, 4), np.int32),
+             out_shape=(1, 4), out_dtype=nl.int32)
