@@ -26,7 +26,7 @@ _NUMPY = {"float32": np.float32, "bfloat16": ml_dtypes.bfloat16, "float16": np.f
           "float8_e4m3fn": ml_dtypes.float8_e4m3fn}
 _ALU = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "maximum": np.maximum,
         "minimum": np.minimum}
-_REDUCE = {"add": np.add, "maximum": np.maximum, "minimum": np.minimum}
+_REDUCE = {"add": np.add, "subtract": np.subtract, "maximum": np.maximum, "minimum": np.minimum}
 _ACTIVATIONS = {"copy": lambda x: x, "relu": lambda x: np.maximum(x, np.float32(0)), "exp": np.exp}
 JUNK = (None, "x", 1e39, float("nan"), np.ones(3, np.float32), (1, 2), object())
 """Values that are never a tile, an operator or a well-formed immediate."""
@@ -221,8 +221,7 @@ def reference(case, a, b, m):
         # [1, F], or the same values down F partitions when dst is [F, 1] (as nl.sum(axis=0) writes)
         result = _REDUCE[_name(kwargs["op"])].reduce(data, axis=0, keepdims=True).reshape(case["dst"])
     elif op == "tensor_reduce":
-        result = {"add": np.add, "maximum": np.maximum, "minimum": np.minimum}[_name(kwargs["op"])].reduce(
-            data, axis=1, keepdims=True)
+        result = _REDUCE[_name(kwargs["op"])].reduce(data, axis=1, keepdims=True)
     elif op == "memset":
         result = np.full(case["dst"], kwargs["value"], np.float32)
     elif op == "nc_transpose":

@@ -59,3 +59,22 @@ def test_an_iota_offset_is_an_integer():
     with pytest.raises(ArgumentError, match="offset=0.5; it must be an integer"):
         _run(lambda o, t: nisa.iota(dst=o, pattern=[[1, 4]], offset=0.5), np.zeros((1, 4), np.int32),
              out_shape=(1, 4), out_dtype=nl.int32)
+
+
+def test_operators_the_alu_table_allows_are_accepted():
+    """tensor_reduce with subtract and logical_xor ("Legal Reduction op: Y"), tensor_partition_reduce
+    with average, and nl.invert as tensor_scalar's unary op0 were refused."""
+    x = np.array([[1.0, 2.0, 4.0], [3.0, 0.0, 1.0]], np.float32)
+    got, _ = _run(lambda o, t: nisa.tensor_reduce(dst=o, op=nl.subtract, data=t, axis=1), x,
+                  out_shape=(2, 1), out_dtype=nl.float32)
+    np.testing.assert_array_equal(got[:, 0], [1 - 2 - 4, 3 - 0 - 1])
+    got, _ = _run(lambda o, t: nisa.tensor_reduce(dst=o, op=nl.logical_xor, data=t, axis=1), x,
+                  out_shape=(2, 1), out_dtype=nl.float32)
+    np.testing.assert_array_equal(got[:, 0], [1.0, 0.0])
+    got, _ = _run(lambda o, t: nisa.tensor_partition_reduce(dst=o, op=nl.average, data=t), x,
+                  out_shape=(1, 3), out_dtype=nl.float32)
+    np.testing.assert_array_equal(got[0], x.mean(axis=0))
+    bits = np.array([[5, -1]], np.int32)
+    got, _ = _run(lambda o, t: nisa.tensor_scalar(dst=o, data=t, op0=nl.invert, operand0=None), bits,
+                  out_shape=(1, 2), out_dtype=nl.int32)
+    np.testing.assert_array_equal(got, ~bits)

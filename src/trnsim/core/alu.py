@@ -87,16 +87,20 @@ ALU: dict[str, tuple[Callable, float | None]] = {
 UNARY: dict[str, tuple[Callable, int]] = {
     "abs": (np.abs, 2), "rsqrt": (lambda a: 1.0 / np.sqrt(a), 2), "reciprocal": (lambda a: 1.0 / a, 2),
     "square": (np.square, 4), "relu": (lambda a: np.maximum(a, 0), 4),
+    "bitwise_not": (lambda a: np.invert(_as_bits(a)), 2),
 }
 """The arithmetic unary operators (name -> function of one fp32 array, first NeuronCore generation):
 the "Arithmetic Unary" rows of the NKI ISA operator table (nki.api.shared, tbl-aluop). They serve
 as `op0` of tensor_scalar and tensor_scalar_reduce, whose operand0 is then None or 0
-(nki.isa.tensor_scalar); square and relu only from trn3 (NKI 0.4.0 release notes)."""
-BITWISE = frozenset({"bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"})
+(nki.isa.tensor_scalar); square and relu only from trn3 (NKI 0.4.0 release notes); bitwise_not
+(`nl.invert`) is the table's "Bitwise Not", a bit-pattern op."""
+BITWISE = frozenset({"bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift",
+                     "bitwise_not"})
 REDUCIBLE = frozenset(name for name, (_, identity) in ALU.items() if identity is not None) | {
     "logical_and", "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor"}
 
-_REDUCE_UFUNC = {"add": np.add, "multiply": np.multiply, "maximum": np.maximum, "minimum": np.minimum,
+_REDUCE_UFUNC = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply, "maximum": np.maximum,
+                 "minimum": np.minimum, "logical_xor": np.logical_xor,
                  "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
                  "bitwise_xor": np.bitwise_xor, "logical_and": np.logical_and,
                  "logical_or": np.logical_or}

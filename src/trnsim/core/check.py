@@ -131,12 +131,14 @@ def _pattern(value, param: Param) -> bool:
             and all(_ints(pair, param) and len(pair) == 2 and pair[1] > 0 for pair in value))
 
 
-_OPERATORS = frozenset({Kind.ALU, Kind.ALU_OR_UNARY, Kind.REDUCE})
+_OPERATORS = frozenset({Kind.ALU, Kind.ALU_OR_UNARY, Kind.REDUCE, Kind.PARTITION_REDUCE})
 
 _VALID = {
     Kind.ALU: lambda value, param: type(value) is str and value in alu.ALU,
     Kind.ALU_OR_UNARY: lambda value, param: type(value) is str and (value in alu.ALU or value in alu.UNARY),
     Kind.REDUCE: lambda value, param: type(value) is str and value in alu.REDUCTIONS,
+    Kind.PARTITION_REDUCE: lambda value, param: type(value) is str and (value in alu.REDUCTIONS
+                                                                         or value == "average"),
     Kind.ACTIVATION: lambda value, param: type(value) is str and (value in alu.ACTIVATIONS
                                                                    or value == "prelu"),
     Kind.BOOL: lambda value, param: value is True or value is False or type(value).__name__ == "bool_",
@@ -168,8 +170,9 @@ def _expected(param: Param) -> str:
     if param.kind is Kind.ALU_OR_UNARY:
         unary = ", ".join(sorted(alu.UNARY))
         return f"an ALU operator: {', '.join(sorted(alu.ALU))}; or a unary one: {unary}"
-    if param.kind is Kind.REDUCE:
-        return f"a reduction operator: {', '.join(sorted(alu.REDUCTIONS))}"
+    if param.kind in (Kind.REDUCE, Kind.PARTITION_REDUCE):
+        extra = ", or average" if param.kind is Kind.PARTITION_REDUCE else ""
+        return f"a reduction operator: {', '.join(sorted(alu.REDUCTIONS))}{extra}"
     bounds = [f">= {param.low}"] if param.low is not None else []
     bounds += [f"<= {param.high}"] if param.high is not None else []
     return param.kind.value + (f" ({' and '.join(bounds)})" if bounds else "")

@@ -51,7 +51,8 @@ def _partition_reduce(ins: Instruction, io: Operands) -> None:
         io.write_raw(0, np.asarray(bits).reshape(io.out(0).shape).astype(io.out(0).element.numpy))
         return
     data = io.f32(0)
-    io.write(0, np.asarray(alu.reduce(op, data, axis=0), F32).reshape(io.out(0).shape))
+    total = np.mean(data, axis=0, dtype=F32) if op == "average" else alu.reduce(op, data, axis=0)
+    io.write(0, np.asarray(total, F32).reshape(io.out(0).shape))
 
 
 @EXECUTE.register(Opcode.N_GATHER)

@@ -101,6 +101,7 @@ class Kind(enum.Enum):
     ALU = "an ALU operator (nl.add, nl.maximum, ...)"
     ALU_OR_UNARY = "an ALU operator, or a unary one (nl.abs, nl.rsqrt, ...) with operand0 None or 0"
     REDUCE = "a reduction operator (add, multiply, maximum, minimum, a bitwise or logical op)"
+    PARTITION_REDUCE = "a reduction operator, or average (nki.isa.tensor_partition_reduce)"
     ACTIVATION = "an activation function (nl.exp, nl.relu, ...)"
     BOOL = "True or False"
     INT = "an integer"
@@ -237,7 +238,7 @@ SPECS: dict[Opcode, InstructionSpec] = {s.opcode: s for s in (
                   # tensor_scalar_cumulative: data0 pre_op pre_operand first
                   "pre_op": _ALU_OPT, "pre_operand": Param(Kind.NUMBER, optional=True),
                   "pre_reverse": Param(Kind.BOOL, optional=True)}),
-    _spec(Opcode.TENSOR_PARTITION_REDUCE, _G, params={"op": _REDUCE}),
+    _spec(Opcode.TENSOR_PARTITION_REDUCE, _G, params={"op": Param(Kind.PARTITION_REDUCE)}),
     _spec(Opcode.BN_STATS, _V),
     _spec(Opcode.BN_AGGR, _V),
     _spec(Opcode.RECIPROCAL, _V),
