@@ -63,3 +63,20 @@ def test_list_all_gather_is_sized_like_the_tensor_form():
     whole = collectives.time_s("c10d._allgather_base_.default", signature([torch.empty(2 << 20), shard]), (),
                                (0, 1), "trn2.48xlarge", None)
     assert listed == whole > 0
+
+
+def test_ops_on_a_functional_collectives_result_are_recorded_after_its_wait(tmp_path):
+    """Ops reading funcol's pending result (DTensor's too) were dropped, and so was the wait they
+    imply: the collective looked hidden."""
+    import torch.distributed._functional_collectives as funcol
+    dist.init_process_group("neuron", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        x, w = torch.ones(1, 256, device="neuron"), torch.ones(256, 256, device="neuron")
+        with trnsim.torch.profile(target="trn2") as prof:
+            y = funcol.all_reduce(x, "sum", dist.group.WORLD)
+            z = y @ w
+        ops = [key[0] for key in prof.sequence]
+        assert ops.index("_c10d_functional.wait_tensor.default") < ops.index("aten.mm.default")
+        assert torch.equal(z.cpu(), x.cpu() @ w.cpu())
+    finally:
+        dist.destroy_process_group()

@@ -141,3 +141,13 @@ def test_a_neuron_tensor_prints_as_a_tensor_on_its_device():
     """It printed as NeuronTensor([...]); CUDA and CPU tensors print as tensor(...)."""
     x = torch.arange(6.0, device="neuron").reshape(2, 3)
     assert repr(x) == "tensor([[0., 1., 2.],\n        [3., 4., 5.]], device='neuron:0')"
+
+
+def test_a_streams_recorded_event_synchronizes():
+    """PyTorch's own Event asked the backend to synchronize and raised: FSDP2's default
+    CPUOffloadPolicy(pin_memory=True) stopped in backward."""
+    stream = torch.neuron.current_stream()
+    event = stream.record_event()
+    event.synchronize()
+    stream.synchronize()
+    assert stream.query() and event.query()

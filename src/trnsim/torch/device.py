@@ -28,6 +28,17 @@ class Stream(torch.Stream):
     def __new__(cls, device=None, priority: int = 0, **kwargs):
         return super().__new__(cls, device=NAME, priority=priority)
 
+    def record_event(self, event=None):
+        """A neuron Event (PyTorch's own asks the backend to synchronize it, which a Python device
+        cannot: FSDP2's pinned CPU offload stopped there)."""
+        return event if event is not None else Event()
+
+    def synchronize(self) -> None:
+        """Nothing to wait for: every op has finished when it returns."""
+
+    def query(self) -> bool:
+        return True
+
 
 class Event(torch.Event):
     """Events record nothing to wait for: work is finished when the op returns."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -28,6 +29,7 @@ ACTIVE: contextvars.ContextVar[Profile | None] = contextvars.ContextVar("trnsim_
 # workers, DataLoader threads, threads an op spawns) record into the innermost.
 OPEN: list[Profile] = []
 DEFAULT_TARGET = "trn2"
+_WAIT = torch.ops._c10d_functional.wait_tensor.default
 
 
 def _spec(value) -> tuple | None:
@@ -39,13 +41,23 @@ def _spec(value) -> tuple | None:
     return None
 
 
-def _real(values) -> bool:
-    """True when every tensor among `values` (lists included) is a plain CPU buffer."""
+def _tensors(values):
     for value in values:
-        items = value if type(value) in (list, tuple) else (value,)
-        if any(isinstance(v, torch.Tensor) and type(v) is not torch.Tensor for v in items):
-            return False
-    return True
+        yield from (value if type(value) in (list, tuple) else (value,))
+
+
+def _pending_type():
+    """The type of a functional collective's pending result (None until that module is loaded:
+    then no such result exists, and `import torch` need not load it)."""
+    module = sys.modules.get("torch.distributed._functional_collectives")
+    return module.AsyncCollectiveTensor if module is not None else None
+
+
+def _real(values) -> bool:
+    """True when every tensor among `values` (lists included) is a plain CPU buffer, or the pending
+    result of a functional collective (which waits for it when read)."""
+    allowed = (torch.Tensor, _pending_type())
+    return not any(isinstance(v, torch.Tensor) and type(v) not in allowed for v in _tensors(values))
 
 
 def signature(values) -> tuple:
@@ -190,6 +202,7 @@ class Profile:
         self.kernel_traces: list[tuple[str, object]] = []
         self.sequence: list[tuple] = []  # the recorded keys in the order they ran
         self.outer: Profile | None = None  # an enclosing block's profile, which sees these ops too
+        self.waited: set[int] = set()  # functional collectives' results already waited for
 
     def record(self, func, args, out) -> None:
         """Note one op run on real buffers (dispatch calls this for every op while active).
@@ -198,6 +211,12 @@ class Profile:
         """
         if not _real(args):
             return
+        pending = _pending_type()
+        if pending is not None and func is not _WAIT:  # reading a collective's result waits for it
+            for value in _tensors(args):
+                if type(value) is pending and id(value) not in self.waited:
+                    self.waited.add(id(value))
+                    self.record(_WAIT, (value,), value)
         key = (str(func), signature(args), output_signature(out))
         if collectives.is_collective(func):
             key += (collectives.group_of(args),)
