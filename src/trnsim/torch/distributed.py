@@ -72,7 +72,7 @@ class _DefaultBackendConfig(dist.distributed_c10d.BackendConfig):
 
 
 _FSDP_INIT = "torch.distributed.fsdp._fully_shard._fsdp_init"
-"""The module that builds FSDP2's default mesh (`import torch` has loaded it already); the
+"""The module that builds FSDP2's default mesh (already loaded when the device registers); the
 modules that use it imported it from there."""
 
 
