@@ -78,3 +78,19 @@ def test_operators_the_alu_table_allows_are_accepted():
     got, _ = _run(lambda o, t: nisa.tensor_scalar(dst=o, data=t, op0=nl.invert, operand0=None), bits,
                   out_shape=(1, 2), out_dtype=nl.int32)
     np.testing.assert_array_equal(got, ~bits)
+
+
+def test_int32_arithmetic_on_the_vector_engine_goes_through_fp32():
+    """Only GpSimd does native integers: a PSUM tile (GpSimd cannot reach PSUM) or engine=vector
+    keeps the Vector Engine and its fp32 arithmetic (a PSUM operand was refused for GpSimd)."""
+    a, b = np.array([[16777217]], np.int32), np.array([[0]], np.int32)
+
+    def in_psum(o, x, y):
+        p = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.psum)
+        nisa.tensor_copy(dst=p, src=x)
+        nisa.tensor_tensor(dst=o, data1=p, data2=y, op=nl.add)
+    for body in (in_psum, lambda o, x, y: nisa.tensor_tensor(dst=o, data1=x, data2=y, op=nl.add,
+                                                              engine=nisa.engine.vector)):
+        got, kernel = _run(body, a, b, out_shape=(1, 1), out_dtype=nl.int32)
+        assert got[0, 0] == 16777216
+        assert [i.engine.value for i in kernel.last_trace if i.opcode.value == "tensor_tensor"] == ["vector"]

@@ -2,6 +2,7 @@
 once. NKI 0.6 kernels keep every instruction."""
 
 import numpy as np
+import pytest
 
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
@@ -78,3 +79,39 @@ def test_traces_name_the_compiler_of_their_api():
     kernel = _kernel()
     kernel(x)
     assert kernel.last_trace.compiler == NKI_COMPILER
+
+
+def test_an_instruction_that_adds_to_the_accumulator_is_never_reused():
+    """Six activations reducing into the registers were timed as three: the rest looked reused."""
+    @nki.jit
+    def kernel(x):
+        a = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=a, src=x)
+        for _ in nl.affine_range(3):
+            t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.activation(dst=t, op=nl.copy, data=a, reduce_op=nl.add, reduce_cmd=nisa.reduce_cmd.reduce)
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=a)
+        return out
+    durations, _ = _durations(nki.trace(kernel, X, target="trn1"), Opcode.ACTIVATION, NEURONX_CC)
+    assert len(durations) == 3 and all(d > 0 for d in durations)
+
+
+def test_a_failed_pair_of_writes_gives_an_existing_file_its_old_contents(tmp_path, monkeypatch):
+    """A later rename failing deleted the file the first one had replaced."""
+    import os
+
+    from trnsim.errors import ConfigError
+    from trnsim.timing.perfetto import write_all
+    first, second = tmp_path / "a.html", tmp_path / "b.json"
+    first.write_text("the user's page")
+    replace = os.replace
+
+    def failing(source, destination):
+        if str(destination) == str(second):
+            raise PermissionError(1, "Operation not permitted")
+        return replace(source, destination)
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises(ConfigError, match="b.json"):
+        write_all({first: "new page", second: "{}"})
+    assert first.read_text() == "the user's page" and sorted(p.name for p in tmp_path.iterdir()) == ["a.html"]

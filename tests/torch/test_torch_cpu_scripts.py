@@ -43,3 +43,20 @@ def test_a_cpu_script_prints_the_same_with_and_without_trnsim(tmp_path):
         "[[0.0, 1.0], [2.0, 3.0]] [0, 1] cpu", "[[4.0, 5.0], [6.0, 7.0]] [2, 3] cpu",
         "undefined 1 [0.0, 1.0, 2.0]", outputs[1][0].splitlines()[-1]]
     assert outputs[0][0].splitlines()[-1].endswith(" cpu")
+
+
+def test_fully_shard_without_a_mesh_keeps_a_neuron_model_on_neuron(tmp_path):
+    """The default mesh follows the model: a neuron model stays on neuron under any backend."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    import trnsim.torch  # noqa: F401
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        model = torch.nn.Linear(8, 8).to("neuron")
+        fully_shard(model)
+        assert next(model.parameters()).device.type == "neuron"
+        assert model(torch.ones(2, 8, device="neuron")).device.type == "neuron"
+    finally:
+        dist.destroy_process_group()

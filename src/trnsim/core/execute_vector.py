@@ -6,7 +6,7 @@ import numpy as np
 
 from trnsim.core import alu
 from trnsim.core.execute import EXECUTE, F32, Operands
-from trnsim.core.isa import Opcode
+from trnsim.core.isa import Engine, Opcode
 from trnsim.core.trace import InputRef, Instruction
 
 
@@ -104,9 +104,10 @@ def _operand(io: Operands, key: str, bits: bool):
 
 
 INTEGER_EXACT = frozenset({"add", "subtract", "multiply", "maximum", "minimum"})
-"""Arithmetic that int32/uint32 tiles do in native integer arithmetic (nki.isa tensor_tensor: "When
-all input/output tiles are int32 or uint32 ... native integer arithmetic. This ensures exact
-results for all 32-bit integer values"); through fp32 it rounded past 2**24."""
+"""Arithmetic that int32/uint32 tiles do in native integer arithmetic on GpSimd (nki.isa
+tensor_tensor: "When all input/output tiles are int32 or uint32, the operation defaults to GpSimd
+Engine, which uses native integer arithmetic"); through fp32 (the Vector Engine's) it rounds past
+2**24."""
 
 
 def _all_int32(io: Operands) -> bool:
@@ -116,7 +117,7 @@ def _all_int32(io: Operands) -> bool:
 @EXECUTE.register(Opcode.TENSOR_TENSOR)
 def _tensor_tensor(ins: Instruction, io: Operands) -> None:
     op = ins.param("op")
-    exact = op in alu.BITWISE or (op in INTEGER_EXACT and _all_int32(io))
+    exact = op in alu.BITWISE or (op in INTEGER_EXACT and ins.engine is Engine.GPSIMD and _all_int32(io))
     read = io.raw if exact else io.f32
     data1 = read(0)
     data2 = read(1).reshape(data1.shape)  # same size (CHECK); the access patterns may differ

@@ -6,7 +6,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from trnsim.core.isa import Opcode
+from trnsim.core.isa import Memory, Opcode
 from trnsim.errors import ArgumentError, KernelError, ShapeError, SourceLoc, UnsupportedError
 from trnsim.nki import backend
 from trnsim.nki.isa import (
@@ -61,8 +61,9 @@ def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0
 def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
     tiles = [t for t in (dst, data1, data2) if isinstance(t, NkiTensor)]
     if getattr(engine, "value", engine) in (None, "unknown") and tiles and all(
-            str(t.dtype) in ("int32", "uint32") for t in tiles):
-        engine = "gpsimd"  # nki.isa: all-int32 tensor_tensor defaults to GpSimd (native integers)
+            str(t.dtype) in ("int32", "uint32") and t.storage.memory is not Memory.PSUM for t in tiles):
+        engine = "gpsimd"  # nki.isa: all-int32 tensor_tensor defaults to GpSimd (native integers),
+        # unless a tile is in PSUM, which GpSimd cannot reach: then Vector, in fp32
     return _issue(Opcode.TENSOR_TENSOR, dst, [data1, data2], {"op": op_name(op)}, engine, name)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -77,11 +78,13 @@ def write_atomic(path: str | Path, content: str | bytes) -> Path:
 
 
 def write_all(contents: Mapping[str | Path, str | bytes]) -> list[Path]:
-    """Write every file or none: each to a temporary file beside it, then all renamed into place.
+    """Write every file or none: each to a temporary file beside it, then all renamed into place;
+    if a rename fails, the files already renamed get their old contents back (or go, if new).
     A file system error becomes a ConfigError naming the file (its parents are created first)."""
     paths = [Path(path) for path in contents]
     temporaries: list[str] = []
     moved: list[Path] = []
+    backups: dict[Path, str] = {}  # files that existed: a hard link to their old contents
     path = paths[0] if paths else None
     try:
         for path, content in zip(paths, contents.values(), strict=True):
@@ -94,14 +97,27 @@ def write_all(contents: Mapping[str | Path, str | bytes]) -> list[Path]:
                 stream.write(content.encode() if isinstance(content, str) else content)
             os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
         for path, temporary in zip(paths, temporaries, strict=True):
+            if path.exists():
+                backups[path] = f"{temporary}.old"
+                try:
+                    os.link(path, backups[path])
+                except OSError:  # a file system without hard links
+                    shutil.copy2(path, backups[path])
             os.replace(temporary, path)
             moved.append(path)
     except BaseException as error:
-        for leftover in [*temporaries, *moved]:
+        for done in moved:
+            if done in backups:
+                os.replace(backups.pop(done), done)
+            else:
+                done.unlink(missing_ok=True)
+        for leftover in [*temporaries, *backups.values()]:
             Path(leftover).unlink(missing_ok=True)
         if isinstance(error, OSError):
             raise ConfigError(f"cannot write {str(path)!r}: {error.strerror or error}") from None
         raise
+    for backup in backups.values():
+        Path(backup).unlink(missing_ok=True)
     return paths
 
 

@@ -11,8 +11,8 @@ nki/tutorials/fused_mamba.rst at 1043931f). The NKI 0.6 compiler keeps every ins
 written, so its traces are timed as they are.
 
 Only Vector, Scalar and GpSimd instructions that read tiles and touch no engine state (random
-numbers, registers, other cores) are reused, and only while the earlier result is still there:
-none of the inputs, nor the earlier instruction's outputs, has been written since.
+numbers, registers, the accumulator, other cores) are reused, and only while the earlier result
+is still there: none of the inputs, nor the earlier instruction's outputs, has been written since.
 """
 
 from __future__ import annotations
@@ -51,6 +51,8 @@ class ResultReuse:
 
     def _key(self, ins: Instruction, engine: Engine, shapes: tuple) -> tuple | None:
         if engine not in ENGINES or not ins.inputs or ins.opcode in STATEFUL:
+            return None
+        if ins.params.get("reduce_cmd") not in (None, "idle"):  # it changes the engine's accumulator
             return None
         written = self.writes
         key = (ins.opcode, engine, tuple(ins.params.items()), shapes,

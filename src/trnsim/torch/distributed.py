@@ -71,27 +71,28 @@ class _DefaultBackendConfig(dist.distributed_c10d.BackendConfig):
         super().__init__(backend)
 
 
-_FSDP_INIT = "torch.distributed.fsdp._fully_shard._fsdp_init"
-"""The module that builds FSDP2's default mesh (already loaded when the device registers); the
-modules that use it imported it from there."""
+_FSDP = "torch.distributed.fsdp._fully_shard._fully_shard"
+"""The module of FSDP2's `fully_shard` (already loaded when the device registers); the modules
+that export it imported it from there."""
 
 
-def _cpu_unless_neuron(default_mesh):
-    """FSDP2's default mesh (`fully_shard` without `mesh=`) is built on the current accelerator,
-    which trnsim makes neuron: a CPU script's model would move to neuron. Build it on neuron only
-    for a process group made with `init_process_group("neuron")`; otherwise on CPU, as PyTorch
-    without trnsim does."""
-    @functools.wraps(default_mesh)
-    def init_default_mesh(mesh_dim_names=None):
-        if not dist.is_initialized():
-            dist.init_process_group()
-        if torch._C._get_accelerator().type == NAME and dist.get_backend() != NAME:
+def _default_mesh_where_the_model_is(fully_shard):
+    """FSDP2 builds the mesh of `fully_shard(module)` without `mesh=` on the current accelerator,
+    which trnsim makes neuron, and moves the module there: a CPU script's model would move to
+    neuron. Without `mesh=`, the mesh is built where the module's parameters are: on neuron for
+    a neuron model, on CPU otherwise, as PyTorch without trnsim does."""
+    @functools.wraps(fully_shard)
+    def shard(module, *args, mesh=None, **kwargs):
+        if mesh is None and torch._C._get_accelerator().type == NAME:
+            if not dist.is_initialized():
+                dist.init_process_group()
+            modules = module if isinstance(module, list | tuple) else [module]
+            on_neuron = any(p.device.type == NAME for m in modules for p in m.parameters())
             from torch.distributed.device_mesh import init_device_mesh
 
-            return init_device_mesh("cpu", mesh_shape=(dist.get_world_size(),),
-                                    mesh_dim_names=mesh_dim_names)
-        return default_mesh(mesh_dim_names)
-    return init_default_mesh
+            mesh = init_device_mesh(NAME if on_neuron else "cpu", mesh_shape=(dist.get_world_size(),))
+        return fully_shard(module, *args, mesh=mesh, **kwargs)
+    return shard
 
 
 def register() -> None:
@@ -100,7 +101,7 @@ def register() -> None:
         return
     dist.Backend.register_backend(NAME, _create_backend, devices=[NAME, "cpu"])
     dist.distributed_c10d.BackendConfig = _DefaultBackendConfig
-    original = importlib.import_module(_FSDP_INIT)._init_default_mesh
+    original = importlib.import_module(_FSDP).fully_shard
     for name, module in list(sys.modules.items()):  # replaced wherever it is held
-        if name.startswith("torch.distributed.") and getattr(module, "_init_default_mesh", None) is original:
-            module._init_default_mesh = _cpu_unless_neuron(original)
+        if name.startswith("torch.distributed.") and getattr(module, "fully_shard", None) is original:
+            module.fully_shard = _default_mesh_where_the_model_is(original)
