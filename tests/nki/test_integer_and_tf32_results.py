@@ -3,6 +3,7 @@ partition reductions as bit patterns, outputs rounded to tf32, int32 iota offset
 
 import numpy as np
 import pytest
+from kernel_builders import staged_kernel
 
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
@@ -12,18 +13,7 @@ from trnsim.errors import ArgumentError
 
 
 def _run(body, *arrays, out_shape, out_dtype):
-    @nki.jit
-    def kernel(*inputs):
-        tiles = []
-        for x in inputs:
-            t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=t, src=x)
-            tiles.append(t)
-        result = nl.ndarray(out_shape, dtype=out_dtype, buffer=nl.sbuf)
-        body(result, *tiles)
-        out = nl.ndarray(out_shape, dtype=out_dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=result)
-        return out
+    kernel = staged_kernel(body, out_shape, out_dtype)
     return nki.simulate(kernel, target="trn2")(*arrays), kernel
 
 

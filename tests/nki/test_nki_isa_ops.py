@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import ml_dtypes
 import numpy as np
 import pytest
+from kernel_builders import staged_kernel
 
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
@@ -38,21 +39,7 @@ class OpRecord:
 
 def run_record(record: OpRecord, target: str) -> np.ndarray:
     """Load inputs to SBUF, issue the instruction, copy the result back to HBM."""
-    def kernel(*arrays):
-        tiles = []
-        for array in arrays:
-            tile = nl.ndarray(array.shape, dtype=array.dtype, buffer=nl.sbuf)
-            nisa.dma_copy(dst=tile, src=array)
-            tiles.append(tile)
-        dst = nl.ndarray(record.out_shape, dtype=record.out_dtype, buffer=getattr(nl, record.out_buffer))
-        record.call(dst, *tiles)
-        staged = dst
-        if record.out_buffer == "psum":
-            staged = nl.ndarray(record.out_shape, dtype=record.out_dtype, buffer=nl.sbuf)
-            nisa.tensor_copy(dst=staged, src=dst)
-        out = nl.ndarray(record.out_shape, dtype=record.out_dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(dst=out, src=staged)
-        return out
+    kernel = staged_kernel(record.call, record.out_shape, record.out_dtype, record.out_buffer)
     return nki.simulate(kernel, target=target)(*record.inputs)
 
 

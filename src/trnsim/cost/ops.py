@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from trnsim import hardware
 from trnsim.cost import blocked
 from trnsim.cost.blocked import Blocked, Timed
 from trnsim.cost.kernels import ATTENTION_KEYS, STREAM_FREE
@@ -103,9 +104,9 @@ def _time(op: Blocked, dims: tuple[int, ...], target: str, tier: str, lnc: int) 
     if lnc not in (1, 2):
         raise ConfigError(f"cost: lnc={lnc!r}; a logical core is one or two physical cores",
                           hint="lnc=1 or lnc=2")
-    if lnc == 2 and core_spec(target).generation < 3:  # the catalog's fabrics.toml, [S18]
-        raise ConfigError(f"cost: lnc=2 on {target}: logical cores of two physical cores exist only "
-                          f"from NeuronCore-v3 (trn2) on", hint="lnc=1")
+    if lnc == 2 and not hardware.has_lnc2(core_spec(target)):
+        raise ConfigError(f"cost: lnc=2 on {target}: no system of the catalog runs its NeuronCores as "
+                          f"logical cores of two (LNC=2 exists from trn2 on)", hint="lnc=1")
     timer = blocked.exact if tier == "exact" else blocked.fast
     return timer(op, dims, target, lnc)
 

@@ -59,6 +59,22 @@ def instances() -> tuple[InstanceSpec, ...]:
     return tuple(default_catalog().entries["instance"].values())
 
 
+def targets_of(core: CoreSpec) -> tuple[str, ...]:
+    """The NKI targets whose NeuronCore is `core` (by name)."""
+    return tuple(target for target in TARGETS if default_catalog().core(target).name == core.name)
+
+
+def has_lnc2(core: CoreSpec) -> bool:
+    """Whether the NeuronCore runs as logical cores of two (LNC=2) on some system: a chip network
+    of the catalog whose default LNC is 2 joins chips of that core."""
+    catalog = default_catalog()
+    for fabric in catalog.entries["fabric"].values():
+        chip = catalog.instance(fabric.name).chip
+        if fabric.default_lnc == 2 and chip is not None and chip.core.name == core.name:
+            return True
+    return False
+
+
 def find(name: str) -> list:
     """Every instance, chip and core a name refers to; SpecError with close matches if none."""
     return default_catalog().find(name)

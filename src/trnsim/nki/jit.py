@@ -72,7 +72,7 @@ def _what_it_is(name: str) -> str:
     except TrnsimError:
         close = difflib.get_close_matches(name.strip().lower(), list(_TARGET_NAMES), n=2)
         return f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
-    targets = [t for t in hardware.TARGETS if hardware.core(t).name == core.name]
+    targets = hardware.targets_of(core)
     return f": {core.name} is a NeuronCore, the core of target {' and '.join(map(repr, targets))}"
 
 

@@ -118,7 +118,7 @@ def _trace_target(target) -> str:
     """The NKI target to trace for: a name as given, or the target whose core a CoreSpec is."""
     if isinstance(target, str):
         return target
-    names = [name for name in hardware.TARGETS if hardware.core(name).name == target.name]
+    names = hardware.targets_of(target)
     if not names:
         raise ConfigError(f"core {target.name!r} is not the core of a target, so it cannot come first",
                           hint="put a target (trn1, trn2, trn3) first: the kernel is traced for it")

@@ -202,7 +202,7 @@ def _operand_dtype(value) -> DType | None:
         return dtypes.dtype(value.dtype)
     if isinstance(value, np.generic) and value.dtype.itemsize < 8:
         return dtypes.dtype(value.dtype)
-    if isinstance(value, bool | np.bool_):
+    if isinstance(value, bool):  # numpy scalars below 8 bytes, np.bool_ too, keep their dtype above
         return dtypes.dtype("uint8")
     if isinstance(value, int | np.integer):
         return dtypes.dtype("int32")
