@@ -72,3 +72,16 @@ def test_a_trn3_parameter_on_trn2_is_refused_in_both_modes():
 
     with pytest.raises(TrnsimError, match=r"^test_contract_arguments\.py:\d+ in body: .*generation 4"):
         _run(body, target="trn2")
+
+
+def test_a_value_legal_once_does_not_pass_as_another_type():
+    """Legal parameter values are remembered by type as well as value (core/check.py): `1` and
+    `1.0` equal `True`, yet reverse0 takes only a bool, after a legal True as before it."""
+    def body(tile, corner):
+        nisa.tensor_scalar(dst=tile, data=tile, op0=nl.add, operand0=1.0, reverse0=True)
+        nisa.tensor_scalar(dst=tile, data=tile, op0=nl.add, operand0=1.0, reverse0=1)
+    with pytest.raises(ArgumentError, match="reverse0=1; it must be"):
+        _run(body)
+    with pytest.raises(ArgumentError, match=r"reverse0=1\.0; it must be"):
+        _run(lambda tile, corner: nisa.tensor_scalar(dst=tile, data=tile, op0=nl.add, operand0=1.0,
+                                                     reverse0=1.0))

@@ -63,10 +63,24 @@ def check(ins: Instruction, core) -> None:
         rule(ins, core)
 
 
+_LEGAL_PARAMS: set[tuple] = set()
+"""(opcode, generation, name, type, value) of parameters already found legal: a kernel passes the
+same few values again and again, and every rule below depends on these alone. Only plain scalars
+are kept (`_KEPT_TYPES`; the type is in the key, so True never passes as 1): a tuple equal to
+another may hold floats where that one held ints. Cleared when it holds `_LEGAL_PARAMS_KEPT`."""
+_LEGAL_PARAMS_KEPT = 4096
+_KEPT_TYPES = frozenset({str, int, float, bool})
+
+
 def _check_params(ins: Instruction, spec, core) -> None:
     """Each parameter against its declaration in the contract (core/isa.py)."""
     declared = spec.params
     for key, value in ins.params.items():
+        seen = None
+        if value.__class__ in _KEPT_TYPES:
+            seen = (ins.opcode, core.generation, key, value.__class__, value)
+            if seen in _LEGAL_PARAMS:
+                continue
         param = declared.get(key)
         if param is None:
             _fail(UnsupportedError, ins, f"parameter {key!r} is not in the contract of {spec.nki_name} "
@@ -91,6 +105,10 @@ def _check_params(ins: Instruction, spec, core) -> None:
                   f"later; {_describe(core)} is generation {core.generation}", hint="choose a newer target")
         if type(value) is InputRef:
             _check_tile_param(ins, key, param, ins.inputs[value.index])
+        if seen is not None:
+            if len(_LEGAL_PARAMS) >= _LEGAL_PARAMS_KEPT:
+                _LEGAL_PARAMS.clear()
+            _LEGAL_PARAMS.add(seen)
 
 
 def _check_tile_param(ins: Instruction, key: str, param: Param, region: Region) -> None:

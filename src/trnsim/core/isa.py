@@ -98,6 +98,8 @@ _COMPUTE = (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD)
 class Kind(enum.Enum):
     """What a parameter's value may be; core/check.py has one validator per kind."""
 
+    __hash__ = object.__hash__  # members are singletons; the C-level hash keeps table lookups cheap
+
     ALU = "an ALU operator (nl.add, nl.maximum, ...)"
     ALU_OR_UNARY = "an ALU operator, or a unary one (nl.abs, nl.rsqrt, ...) with operand0 None or 0"
     REDUCE = "a reduction operator (add, multiply, maximum, minimum, a bitwise or logical op)"
