@@ -142,30 +142,37 @@ def _busy_at(op: Blocked, counts: list[int], tiling, target: str, lnc: int) -> d
 
 @functools.lru_cache(maxsize=65536)
 def fast(op: Blocked, dims: tuple[int, ...], target: str, lnc: int = 1) -> Timed:
-    """The latency of the full grid, extrapolated from two clipped grids of the same tiles: the
-    larger gives the latency, both give how much latency each second of the bounding engine's
-    busy time adds (1 when that engine never waits; more when dependencies leave it gaps)."""
+    """The latency of the full grid, extrapolated from two clipped grids of the same tiles.
+
+    The larger clipped grid gives the latency, and both give how much latency each second of its
+    bounding engine's busy time adds (1 when that engine never waits; more when dependencies leave
+    it gaps). The full grid may be bound by another engine (an fp8 matmul's clipped grid reloads
+    its moving tiles more often, so DMA bounds it while TensorE bounds the full grid): so the
+    latency is at least every engine's full busy time plus the clipped grid's fill and drain."""
     core_spec(target)  # an unknown or untimed target fails here, with the catalog's error
     tiling = _tiling(dims, op.tiles)
     counts = [n for n, _last in tiling]
     large = _clipped_counts(op, counts)
     if large == counts:  # small enough to trace, or nothing may be clipped
         return exact(op, dims, target, lnc)
-    small = _halved(op, large)
     busy = _busy_at(op, counts, tiling, target, lnc)
-    bound = max(busy, key=busy.get)
-    large_s, large_busy = _seconds_and_busy(op, large, tiling, target, lnc, bound)
+    large_s, large_busy = _seconds_and_busy(op, large, tiling, target, lnc)
+    bound = max(large_busy, key=large_busy.get)
     slope = 1.0  # a clipped axis already at one tile: no second grid, each busy second adds one
+    small = _halved(op, large)
     if small is not None:
-        small_s, small_busy = _seconds_and_busy(op, small, tiling, target, lnc, bound)
-        slope = (large_s - small_s) / (large_busy - small_busy) if large_busy > small_busy else 1.0
-    return Timed(large_s + max(slope, 0.0) * (busy[bound] - large_busy), busy, lnc)
+        small_s, small_busy = _seconds_and_busy(op, small, tiling, target, lnc)
+        if large_busy[bound] > small_busy[bound]:
+            slope = (large_s - small_s) / (large_busy[bound] - small_busy[bound])
+    extrapolated = large_s + max(slope, 0.0) * (busy[bound] - large_busy[bound])
+    fill_and_drain = large_s - large_busy[bound]
+    return Timed(max(extrapolated, max(busy.values()) + fill_and_drain), busy, lnc)
 
 
-def _seconds_and_busy(op: Blocked, counts: list[int], tiling, target: str, lnc: int, bound: str):
-    """Latency of the grid with `counts` tiles, and the bounding engine's busy time in it."""
+def _seconds_and_busy(op: Blocked, counts: list[int], tiling, target: str, lnc: int):
+    """Latency of the grid with `counts` tiles, and each engine's busy time in it."""
     return (exact(op, _dims_at(counts, tiling, op.tiles), target, lnc).seconds,
-            _busy_at(op, counts, tiling, target, lnc)[bound])
+            _busy_at(op, counts, tiling, target, lnc))
 
 
 current_runtime().on_reset(exact.cache_clear)  # the caches are the runtime's: reset empties them
