@@ -86,3 +86,15 @@ def test_sequences_longer_than_the_models_positions_are_refused_at_once():
         with pytest.raises(ConfigError, match="positions"):
             planner.train(name, "trn1.32xlarge", 1, planner.TrainPlan(tp=1, dp=32, seq=8192))
     assert time.perf_counter() - started < 5
+
+
+def test_a_rank_holds_whole_attention_heads_when_tp_exceeds_them(roofline_costs):
+    """Llama-3.1-8B has 32 query and 8 KV heads: from tp 32 on each rank holds one query head (and
+    from tp 8 one KV head), so its attention weights stop shrinking; only the FFN and embeddings
+    split further. Weights per rank used to halve from tp 32 to 64."""
+    mdl = planner.model("llama-3.1-8b")
+    at = {tp: planner.serve(mdl.name, "trn2.48xlarge", ServePlan(tp=tp)).memory["weights"] for tp in (32, 64)}
+    attention = mdl.layers * mdl.attention_params(64) * 2  # bf16
+    assert mdl.attention_params(64) == mdl.attention_params(32)
+    assert at[64] - attention == pytest.approx((at[32] - attention) / 2)
+    assert at[64] > at[32] / 2

@@ -52,7 +52,7 @@ def activation_bytes_per_token_layer(model: Model, recompute: str, tp: int) -> f
 
 def layer_params_per_rank(model: Model, tp: int, ep: int) -> float:
     """Weights of one layer one rank holds (averaged over dense and MoE layers)."""
-    attention = model.attention_params() / tp + 2 * model.hidden
+    attention = model.attention_params(tp) + 2 * model.hidden
     if not model.moe:
         return attention + model.dense_ffn_params() / tp
     experts = model.experts / ep * model.expert_params() / tp

@@ -71,9 +71,11 @@ class Model:
     def ffn_matrices(self) -> int:
         return 3 if self.gated else 2
 
-    def attention_params(self) -> int:
-        q_out = self.heads * self.head_dim
-        kv_out = 2 * self.kv_heads * self.head_dim
+    def attention_params(self, tp: int = 1) -> int:
+        """One layer's attention weights, or one tensor-parallel rank's share of them: a rank
+        holds whole heads, so with more ranks than (KV) heads each holds one, padded or copied."""
+        q_out = -(-self.heads // tp) * self.head_dim  # ceiling division, for ints and the search's arrays
+        kv_out = 2 * -(-self.kv_heads // tp) * self.head_dim
         return self.hidden * (q_out + kv_out) + q_out * self.hidden
 
     def dense_ffn_params(self) -> int:

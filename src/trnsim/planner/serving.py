@@ -103,7 +103,9 @@ def serve(model_name, instance: str, plan: ServePlan | None = None,
 def memory_of(mdl: Model, mach: Machine, plan: ServePlan) -> dict[str, float]:
     kv_per_rank_heads = math.ceil(mdl.kv_heads / plan.tp) / mdl.kv_heads  # a rank holds whole heads
     context = plan.seq_in + plan.seq_out
-    return {"weights": mdl.params() * WEIGHTS[plan.weights] / plan.tp,
+    attention = mdl.layers * mdl.attention_params()  # split by heads; the rest splits evenly
+    per_rank = (mdl.params() - attention) / plan.tp + mdl.layers * mdl.attention_params(plan.tp)
+    return {"weights": per_rank * WEIGHTS[plan.weights],
             "kv cache": plan.compiled_batch * context * mdl.kv_bytes_per_token() * kv_per_rank_heads,
             "buffers": RESERVED_FRACTION * mach.hbm_per_rank}
 
