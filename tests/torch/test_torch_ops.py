@@ -248,6 +248,15 @@ def test_growing_a_tensor_in_place_raises_instead_of_keeping_a_stale_shape():
         torch.add(torch.ones(2, 3, device="neuron"), 1, out=torch.empty(0, device="neuron"))
 
 
+def test_a_refused_resize_leaves_the_tensor_as_it_was():
+    """The buffer below used to keep the grown shape: x.shape said [4, 4], x.cpu() [100]."""
+    x = torch.arange(16.0).reshape(4, 4).to("neuron")
+    with pytest.raises(UnsupportedError, match=r"aten\.resize_\.default grew a neuron tensor in place to \[100\]"):
+        x.resize_(100)
+    assert x.shape == x.cpu().shape == (4, 4)
+    assert torch.equal(x.cpu(), torch.arange(16.0).reshape(4, 4))
+
+
 def test_conjugate_views_are_honoured():
     """(x.conj() * x) came out as x * x: the lazy conjugate bit was ignored below the Python key."""
     c = torch.tensor([1 + 2j, 3 - 4j])

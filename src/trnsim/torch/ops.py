@@ -194,7 +194,8 @@ def _sync_layout(owner, buffer, func):
     resized), give the caller's tensor the same sizes, strides and offset.
 
     The wrapper's layout lives in C++; `as_strided_` below the Python key rewrites it in place. It
-    cannot grow past the wrapper's original extent: that case raises rather than leave a stale shape.
+    cannot grow past the wrapper's original extent: that case raises, and puts the buffer's layout
+    back so that the caller's tensor stays as it was rather than showing one shape and holding another.
     """
     layout = (buffer.shape, buffer.stride(), buffer.storage_offset())
     if type(owner) is not NeuronTensor or (owner.shape, owner.stride(), owner.storage_offset()) == layout:
@@ -203,8 +204,9 @@ def _sync_layout(owner, buffer, func):
         with torch._C._ExcludeDispatchKeyGuard(_WRAPPER_ONLY), torch._C._AutoDispatchBelowAutograd():
             torch.ops.aten.as_strided_.default(owner, *layout)
     except RuntimeError as error:
-        raise UnsupportedError(f"{func} grew a neuron tensor in place to {list(buffer.shape)} at storage "
-                               f"offset {buffer.storage_offset()}, past the memory it was made with",
+        buffer.as_strided_(owner.shape, owner.stride(), owner.storage_offset())
+        raise UnsupportedError(f"{func} grew a neuron tensor in place to {list(layout[0])} at storage "
+                               f"offset {layout[2]}, past the memory it was made with",
                                what=str(func), hint="allocate the result's shape first (out= tensors "
                                "must already have it); copy.deepcopy of a view at a nonzero offset: "
                                "deep-copy its base, or .clone() the view") from error
