@@ -59,6 +59,13 @@ def test_plan_errors_are_one_line(capsys):
     assert "heads" in capsys.readouterr().err
 
 
+def test_a_serving_request_longer_than_the_model_is_the_commands_error(capsys):
+    """It was a row of the table on every instance, and exit code 1."""
+    assert main(["plan", "serve", "--model", "llama-3.1-8b", "--seq-in", "200000"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("trnsim: error: seq_in + seq_out 200,128 is longer") and not captured.out
+
+
 def test_plan_compare_prints_days_dollars_sources_and_break_even(roofline_costs, capsys):
     code = main(["plan", "compare", "--model", "llama-2-7b", "--train-tokens", "1e11", "--seq", "4096",
                  "--global-batch", "256", "--instance", "p5.48xlarge", "trn2.48xlarge", "Trn2 UltraServer",

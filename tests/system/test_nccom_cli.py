@@ -62,6 +62,15 @@ def test_mistakes_are_one_line_errors(capsys, argv, text):
     assert err.startswith("trnsim: error:") and text in err
 
 
+def test_a_bad_size_option_says_what_a_size_is(capsys):
+    """argparse printed "invalid parse_size value" (the function's name) for -b -5."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["nccom", "allr", "-r", "16", "-b", "-5"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and "argument -b/--minbytes: not a size in bytes: '-5'" in err
+    assert "parse_size" not in err
+
+
 def test_sizes_and_steps():
     assert [parse_size(s) for s in ("8K", "1G", "2kb", "32M")] == [8192, 2**30, 2048, 2**25]
     assert sizes(8, 32, None, 2) == [8, 16, 32]

@@ -44,6 +44,14 @@ def parse_size(text: str) -> int:
     return int(value)
 
 
+def size_argument(text: str) -> int:
+    """`parse_size` as an argparse type: a bad size is the option's usage error, in parse_size's words."""
+    try:
+        return parse_size(text)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error).splitlines()[0]) from None
+
+
 def sizes(minbytes: int, maxbytes: int, stepbytes: int | None, stepfactor: float | None) -> list[int]:
     """The benchmark's sizes from -b to -e by -f (a factor) or -i (bytes; default a tenth)."""
     if minbytes > maxbytes:
@@ -195,9 +203,9 @@ def register(subparsers) -> None:
     parser.add_argument("--op", dest="op_flag", help="the operation (instead of the positional)")
     parser.add_argument("-r", "--nworkers", type=int, required=True, help="ranks (logical cores)")
     parser.add_argument("-N", "--nnodes", type=int, default=None, help="nodes the ranks spread over")
-    parser.add_argument("-b", "--minbytes", type=parse_size, default=parse_size("32M"))
-    parser.add_argument("-e", "--maxbytes", type=parse_size, default=None, help="default: 32M or -b")
-    parser.add_argument("-i", "--stepbytes", type=parse_size, default=None)
+    parser.add_argument("-b", "--minbytes", type=size_argument, default=parse_size("32M"))
+    parser.add_argument("-e", "--maxbytes", type=size_argument, default=None, help="default: 32M or -b")
+    parser.add_argument("-i", "--stepbytes", type=size_argument, default=None)
     parser.add_argument("-f", "--stepfactor", type=float, default=None)
     parser.add_argument("-d", "--datatype", default="uint8", help="uint8 (default), fp8, fp16, bf16, fp32")
     parser.add_argument("-n", "--iters", type=int, default=20, help="accepted; no effect on predictions")

@@ -20,7 +20,7 @@ from rich.table import Table
 from trnsim.cli import amount, count
 from trnsim.cli.specs import console
 from trnsim.errors import TrnsimError
-from trnsim.planner import economics, memory, plots, serving, training
+from trnsim.planner import economics, memory, model, plots, serving, training
 from trnsim.planner.search import RANKINGS, search
 
 GIB = 2**30
@@ -126,6 +126,7 @@ def run_serve(args) -> int:
     instances = args.instance or list(SERVE_INSTANCES)
     for instance in instances:
         training.machine(instance)  # an unknown name is the command's error, not a row of its table
+    model(args.model).check_length(args.seq_in + args.seq_out, "seq_in + seq_out")  # so is this
     rows = []
     with Progress(console=console(stderr=True), transient=True, disable=args.json) as bar:
         task = bar.add_task("plans", total=sum(len(_serve_candidates(args, i)) for i in instances))
