@@ -131,7 +131,8 @@ def test_grouped_query_attention_reads_fewer_kv_bytes():
     (lambda: cost.norm(128, 128, dtype="float64"), ConfigError, "float64"),
     (lambda: cost.softmax(128, 128, tier="approximate"), ConfigError, "approximate"),
     (lambda: cost.elementwise(128, engine="tensor"), ConfigError, "tensor"),
-    (lambda: cost.norm(128, 128, lnc=4), ConfigError, "lnc=4"),
+    (lambda: cost.norm(128, 128, lnc=4), ConfigError, r"^cost\.norm: lnc=4"),  # said "cost:"
+    (lambda: cost.embedding(10, 10, dtype="bad"), ConfigError, r"^cost\.embedding: dtype"),  # "cost.copy"
     (lambda: cost.attention(1, 6, 128, 128, 64, kv_heads=4), ShapeError, "kv_heads"),
     (lambda: cost.attention(1, 1, 4096, 1, 128), ShapeError, "above kv_len"),  # gave negative FLOPs
     (lambda: cost.attention(1, 1, 4, 8, 128, causal="no"), ConfigError, "causal='no'"),
@@ -146,7 +147,7 @@ def test_what_cannot_be_costed_fails_naming_it(call, error, named):
 
 
 def test_unknown_target_is_the_catalogs_error():
-    with pytest.raises(SpecError, match="trn9"):
+    with pytest.raises(SpecError, match=r"^cost\.matmul: unknown core 'trn9'"):
         cost.matmul(128, 128, 128, target="trn9")
 
 

@@ -18,7 +18,7 @@ from trnsim.cost import blocked
 from trnsim.cost.blocked import Blocked, Timed
 from trnsim.cost.kernels import ATTENTION_KEYS, STREAM_FREE
 from trnsim.cost.opcost import OpCost, roofline_seconds
-from trnsim.errors import ConfigError, ShapeError, UnsupportedError
+from trnsim.errors import ConfigError, ShapeError, TrnsimError, UnsupportedError
 from trnsim.nki.jit import TensorSpec
 from trnsim.timing.costs import core_spec
 
@@ -37,13 +37,25 @@ def _positive(op: str, **sizes) -> None:
             raise ShapeError(f"cost.{op}: {name} must be a positive integer, got {value!r}", op=op)
 
 
-def _checked(op: str, dtype: str, tier: str, **sizes) -> None:
+def _checked(op: str, target: str, dtype: str, tier: str, lnc: int, **sizes) -> None:
+    """Every argument an op family takes besides its own options, each refusal naming `cost.<op>`
+    (an unknown target is the catalog's SpecError, with the op named in front)."""
+    try:
+        core = core_spec(target)
+    except TrnsimError as error:
+        raise error.locate(None, f"cost.{op}") from None
     _positive(op, **sizes)
     if dtype not in DTYPE_BYTES:
         raise ConfigError(f"cost.{op}: dtype {dtype!r} is not one the engines store",
                           hint=f"one of {', '.join(DTYPE_BYTES)}")
     if tier not in TIERS:
         raise ConfigError(f"cost.{op}: tier {tier!r} is unknown", hint="tier='fast' or tier='exact'")
+    if lnc not in (1, 2):
+        raise ConfigError(f"cost.{op}: lnc={lnc!r}; a logical core is one or two physical cores",
+                          hint="lnc=1 or lnc=2")
+    if lnc == 2 and not hardware.has_lnc2(core):
+        raise ConfigError(f"cost.{op}: lnc=2 on {target}: no system of the catalog runs its NeuronCores as "
+                          f"logical cores of two (LNC=2 exists from trn2 on)", hint="lnc=1")
 
 
 def _matmul_tiles(target: str) -> tuple[int, int, int]:
@@ -101,12 +113,6 @@ def _stream_layout(elements: int) -> tuple[int, int, int]:
 
 
 def _time(op: Blocked, dims: tuple[int, ...], target: str, tier: str, lnc: int) -> Timed:
-    if lnc not in (1, 2):
-        raise ConfigError(f"cost: lnc={lnc!r}; a logical core is one or two physical cores",
-                          hint="lnc=1 or lnc=2")
-    if lnc == 2 and not hardware.has_lnc2(core_spec(target)):
-        raise ConfigError(f"cost: lnc=2 on {target}: no system of the catalog runs its NeuronCores as "
-                          f"logical cores of two (LNC=2 exists from trn2 on)", hint="lnc=1")
     timer = blocked.exact if tier == "exact" else blocked.fast
     return timer(op, dims, target, lnc)
 
@@ -129,8 +135,7 @@ def _result(name: str, parts: list[tuple[Timed, float]], flops: float, bytes_mov
 def matmul(m: int, k: int, n: int, dtype: str = "bfloat16", target: str = "trn2", tier: str = "fast",
            lnc: int = 1) -> OpCost:
     """C[m, n] = A[m, k] @ B[k, n] by the built-in tiled matmul kernel."""
-    core_spec(target)
-    _checked("matmul", dtype, tier, m=m, k=k, n=n)
+    _checked("matmul", target, dtype, tier, lnc, m=m, k=k, n=n)
     timed = _time(_matmul_op(dtype, _matmul_tiles(target)), (m, k, n), target, tier, lnc)
     traffic = (m * k + k * n + m * n) * DTYPE_BYTES[dtype]
     return _result("matmul", [(timed, 1)], 2.0 * m * k * n, traffic, dtype, target, tier)
@@ -146,8 +151,7 @@ def elementwise(elements: int, inputs: int = 1, dtype: str = "bfloat16", target:
                 tier: str = "fast", engine: str = "vector", lnc: int = 1) -> OpCost:
     """One pass over `inputs` tensors of `elements` each, writing one: VectorE ops, or ScalarE
     activations (`engine="scalar"`)."""
-    core_spec(target)
-    _checked("elementwise", dtype, tier, elements=elements, inputs=inputs)
+    _checked("elementwise", target, dtype, tier, lnc, elements=elements, inputs=inputs)
     if engine not in ENGINE_OPS:
         raise ConfigError(f"cost.elementwise: engine {engine!r} is unknown", hint="'vector' or 'scalar'")
     timed = _elementwise_parts(elements, inputs, ENGINE_OPS[engine], dtype, target, tier, lnc)
@@ -157,8 +161,7 @@ def elementwise(elements: int, inputs: int = 1, dtype: str = "bfloat16", target:
 
 def _rowwise(name: str, rows: int, cols: int, write_rows: bool, dtype: str, target: str, tier: str,
              lnc: int) -> OpCost:
-    core_spec(target)
-    _checked(name, dtype, tier, rows=rows, cols=cols)
+    _checked(name, target, dtype, tier, lnc, rows=rows, cols=cols)
     timed = _time(_rows_op(dtype, write_rows), (rows, cols), target, tier, lnc)
     written = rows * cols if write_rows else rows
     return _result(name, [(timed, 1)], 0.0, (rows * cols + written) * DTYPE_BYTES[dtype], dtype, target, tier)
@@ -185,8 +188,7 @@ def reduction(rows: int, cols: int, dtype: str = "bfloat16", target: str = "trn2
 def copy(elements: int, dtype: str = "bfloat16", target: str = "trn2", tier: str = "fast",
          lnc: int = 1) -> OpCost:
     """An HBM-to-HBM copy of `elements` by DMA (layout changes, concatenation, gathers)."""
-    core_spec(target)
-    _checked("copy", dtype, tier, elements=elements)
+    _checked("copy", target, dtype, tier, lnc, elements=elements)
     tiles, partitions, free = _stream_layout(elements)
     timed = _time(_copy_op(partitions, free, dtype), (tiles,), target, tier, lnc)
     return _result("copy", [(timed, 1)], 0.0, 2 * elements * DTYPE_BYTES[dtype], dtype, target, tier)
@@ -195,7 +197,7 @@ def copy(elements: int, dtype: str = "bfloat16", target: str = "trn2", tier: str
 def embedding(tokens: int, dim: int, dtype: str = "bfloat16", target: str = "trn2", tier: str = "fast",
               lnc: int = 1) -> OpCost:
     """Gather `tokens` rows of `dim` from a table: a DMA copy of the rows gathered."""
-    _positive("embedding", tokens=tokens, dim=dim)
+    _checked("embedding", target, dtype, tier, lnc, tokens=tokens, dim=dim)
     found = copy(tokens * dim, dtype, target, tier, lnc)
     return _result_renamed(found, "embedding")
 
@@ -209,8 +211,7 @@ def optimizer_step(params: int, dtype: str = "float32", target: str = "trn2", ti
                    lnc: int = 1) -> OpCost:
     """AdamW over `params` elements: the two moment updates (moment, grad -> moment) and the
     parameter update (param, m, v -> param), each one VectorE pass."""
-    core_spec(target)
-    _checked("optimizer_step", dtype, tier, params=params)
+    _checked("optimizer_step", target, dtype, tier, lnc, params=params)
     moments = _elementwise_parts(params, 2, "tensor", dtype, target, tier, lnc)
     update = _elementwise_parts(params, 3, "tensor", dtype, target, tier, lnc)
     return _result("optimizer_step", [(moments, 2), (update, 1)], 0.0, 7 * params * DTYPE_BYTES[dtype],
@@ -224,9 +225,8 @@ def attention(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int, kv
     (cost/kernels.py: attention) over batch x heads query groups. Queries are the last `q_len`
     of `kv_len` positions; a causal mask skips the key blocks after them. A head dim over the
     partitions is costed as its unfused parts."""
-    core_spec(target)
     kv_heads = heads if kv_heads is None else kv_heads
-    _checked("attention", dtype, tier, batch=batch, heads=heads, q_len=q_len, kv_len=kv_len,
+    _checked("attention", target, dtype, tier, lnc, batch=batch, heads=heads, q_len=q_len, kv_len=kv_len,
              head_dim=head_dim, kv_heads=kv_heads)
     if heads % kv_heads:
         raise ShapeError(f"cost.attention: heads ({heads}) must be a multiple of kv_heads ({kv_heads})",

@@ -17,7 +17,7 @@ from trnsim.planner.models import Model
 RECIPES = {
     # precision: (weight, gradient, optimizer-state bytes per parameter, gradient bytes on the wire)
     "bf16+fp32opt": (2, 4, 12, 4),  # bf16 weights; fp32 gradients, master weights, Adam m and v
-    "bf16": (2, 4, 12, 4),
+    "bf16": (2, 4, 12, 4),  # another name for bf16+fp32opt (mixed precision keeps fp32 states)
     "bf16+sr": (2, 2, 4, 2),  # stochastic rounding: no master copy; bf16 gradients and Adam states
     "fp8": (2, 4, 12, 4),  # fp8 matmuls with bf16 weights and an fp32 optimizer
 }
