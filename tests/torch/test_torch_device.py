@@ -1,5 +1,6 @@
 """The neuron device as PyTorch code sees it: module, moves, printing, factories, save/load."""
 
+import copy
 import io
 
 import pytest
@@ -202,6 +203,34 @@ def test_assigning_data_replaces_the_values_not_only_the_shape():
     assert param.detach().cpu().tolist() == [0.0, 0.0]
     with pytest.raises(RuntimeError, match="incompatible"):
         param.data = torch.ones(2)
+
+
+def test_deepcopy_keeps_views_of_one_tensor_sharing_memory():
+    """A deep copy raised for any tensor of more than one element, and for views at an offset."""
+    base = torch.arange(6.0, device="neuron", requires_grad=True)
+    view = base.detach()[2:]
+    base_copy, view_copy = copy.deepcopy([base, view])
+    assert base_copy.requires_grad and base_copy.device.type == "neuron"
+    assert view_copy.storage_offset() == 2 and view_copy.shape == (4,)
+    with torch.no_grad():
+        base_copy[3] = 100.0
+    assert view_copy.cpu().tolist() == [2.0, 100.0, 4.0, 5.0]
+    assert base.detach().cpu().tolist() == list(range(6))
+
+
+@pytest.mark.parametrize("change", [lambda t: t.unsqueeze_(0), lambda t: t.t_()], ids=["unsqueeze_", "t_"])
+def test_assigning_data_shares_the_memory_but_not_the_layout(change):
+    """a.data = b handed a b's buffer object itself: a.t_() changed b's buffer layout, not b's shape."""
+    seen = {}
+    for device in ("cpu", "neuron"):
+        a, b = torch.ones(2, 3, device=device), torch.arange(6.0, device=device).reshape(2, 3)
+        a.data = b
+        change(a)
+        a.add_(1)
+        seen[device] = (b.shape, b[0].cpu(), b.sum(1).cpu(), a.shape, a.cpu())
+    assert seen["neuron"][0] == seen["cpu"][0] and seen["neuron"][3] == seen["cpu"][3]
+    for got, expected in zip(seen["neuron"][1:], seen["cpu"][1:], strict=True):
+        assert torch.equal(torch.as_tensor(got), torch.as_tensor(expected))
 
 
 def test_repr_of_a_tensor_traced_by_torch_compile_shows_no_values():

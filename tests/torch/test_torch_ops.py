@@ -243,18 +243,61 @@ def test_in_place_layout_changes_reach_the_callers_tensor(change):
     assert torch.equal(n.cpu(), expected.cpu())
 
 
-def test_growing_a_tensor_in_place_raises_instead_of_keeping_a_stale_shape():
-    with pytest.raises(UnsupportedError, match=r"aten\.add\.out grew a neuron tensor"):
-        torch.add(torch.ones(2, 3, device="neuron"), 1, out=torch.empty(0, device="neuron"))
+def test_growing_a_tensor_in_place_works_as_on_cpu():
+    """Growth past the memory a tensor was made with used to raise UnsupportedError."""
+    x = torch.arange(16.0).reshape(4, 4)
+    n = x.to("neuron")
+    with config.override(strict=True):
+        assert n.resize_(5, 5) is n
+        out = torch.empty(0, device="neuron")
+        assert torch.add(torch.ones(2, 3, device="neuron"), 1, out=out) is out
+    assert n.shape == n.cpu().shape == (5, 5)
+    assert torch.equal(n.cpu().flatten()[:16], torch.arange(16.0))
+    assert_same(out, torch.full((2, 3), 2.0))
 
 
-def test_a_refused_resize_leaves_the_tensor_as_it_was():
-    """The buffer below used to keep the grown shape: x.shape said [4, 4], x.cpu() [100]."""
-    x = torch.arange(16.0).reshape(4, 4).to("neuron")
-    with pytest.raises(UnsupportedError, match=r"aten\.resize_\.default grew a neuron tensor in place to \[100\]"):
-        x.resize_(100)
-    assert x.shape == x.cpu().shape == (4, 4)
-    assert torch.equal(x.cpu(), torch.arange(16.0).reshape(4, 4))
+def _spd():
+    torch.manual_seed(0)
+    a = torch.randn(3, 3)
+    return a @ a.T + 3 * torch.eye(3)
+
+
+OUT_CASES = {
+    "inv": lambda a, new: torch.linalg.inv(a, out=new(3, 3)),
+    "det": lambda a, new: torch.linalg.det(a, out=new()),
+    "slogdet": lambda a, new: torch.linalg.slogdet(a, out=(new(), new())),
+    "cholesky": lambda a, new: torch.linalg.cholesky(a, out=new(3, 3)),
+    "solve": lambda a, new: torch.linalg.solve(a, a, out=new(3, 3)),
+    "solve_ex": lambda a, new: torch.linalg.solve_ex(a, a, out=(new(3, 3), new(dtype=torch.int32))),
+    "lu_factor": lambda a, new: torch.linalg.lu_factor(a, out=(new(3, 3), new(3, dtype=torch.int32))),
+    "ldl_factor": lambda a, new: torch.linalg.ldl_factor(a, out=(new(3, 3), new(3, dtype=torch.int32))),
+    "logsigmoid": lambda a, new: torch._C._nn.log_sigmoid(a, out=new(3, 3)),
+    "msort": lambda a, new: torch.msort(a, out=new(3, 3)),
+}
+
+
+@pytest.mark.parametrize("name", OUT_CASES)
+def test_out_tensors_of_the_right_shape_match_cpu(name):
+    """The ops' own internal out= buffers (info, sign, indices) start empty and grow: that raised
+    "grew a neuron tensor in place", blaming the caller's out tensor."""
+    a = _spd()
+    expected = OUT_CASES[name](a, lambda *shape, dtype=torch.float32: torch.empty(shape, dtype=dtype))
+    got = OUT_CASES[name](a.to("neuron"), lambda *shape, dtype=torch.float32: torch.empty(
+        shape, dtype=dtype, device="neuron"))
+    assert_same(got, expected)
+
+
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_matrix_rank_writes_its_out_tensor(hermitian):
+    """PyTorch's matrix_rank rebinds its out reference for tensor subclasses: out kept its old values."""
+    torch.manual_seed(0)
+    a = torch.randn(2, 3, 3)
+    a[1, 2] = a[1, 0]
+    a = a @ a.mT
+    out = torch.full((2,), 7, device="neuron")
+    assert torch.linalg.matrix_rank(a.to("neuron"), hermitian=hermitian, out=out) is out
+    assert_same(out, torch.linalg.matrix_rank(a, hermitian=hermitian))
+    assert out.cpu().tolist() == [3, 2]
 
 
 def test_conjugate_views_are_honoured():

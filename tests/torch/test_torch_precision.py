@@ -1,9 +1,12 @@
 """Precision as on Trainium: bf16 matmuls accumulate in fp32; fp32 -> bf16 casts round to nearest
 even, or stochastically under NEURON_RT_STOCHASTIC_ROUNDING_EN=1 (seeded by ..._SEED)."""
 
+import re
+
 import numpy as np
 import pytest
 import torch
+from torch.nn import functional as F
 
 from trnsim import numerics
 
@@ -32,6 +35,28 @@ def test_bf16_linear_and_conv_match_an_fp32_computation_rounded_once():
     image, kernel = torch.randn(1, 3, 8, 8).to(torch.bfloat16), torch.randn(4, 3, 3, 3).to(torch.bfloat16)
     expected = torch.nn.functional.conv2d(image.float(), kernel.float()).to(torch.bfloat16)
     assert torch.equal(torch.nn.functional.conv2d(image.to("neuron"), kernel.to("neuron")).cpu(), expected)
+
+
+MIXED_DTYPE_MATMULS = {
+    "mm": lambda a, b: torch.mm(a, b.T),
+    "addmm": lambda a, b: torch.addmm(a[0, :3].float(), b, b.T),
+    "bmm": lambda a, b: torch.bmm(a[None], b.T[None]),
+    "linear": lambda a, b: F.linear(a, b),
+    "conv1d": lambda a, b: F.conv1d(a[None], b[:, :, None]),
+}
+
+
+@pytest.mark.parametrize("low", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+@pytest.mark.parametrize("op", MIXED_DTYPE_MATMULS, ids=list(MIXED_DTYPE_MATMULS))
+def test_matmuls_of_mixed_dtypes_are_refused_as_on_cpu(op, low):
+    """A bf16 operand was widened before the dtype check: fp32 x bf16 returned a bf16 result, and
+    bf16 x fp16 named float in its error."""
+    torch.manual_seed(0)
+    a, b = torch.randn(3, 3).to(low), torch.randn(3, 3).to(torch.bfloat16)
+    with pytest.raises(RuntimeError) as on_cpu:
+        MIXED_DTYPE_MATMULS[op](a, b)
+    with pytest.raises(type(on_cpu.value), match=re.escape(str(on_cpu.value).splitlines()[0])):
+        MIXED_DTYPE_MATMULS[op](a.to("neuron"), b.to("neuron"))
 
 
 def test_nearest_rounding_is_the_default_and_matches_numerics(monkeypatch):

@@ -35,6 +35,17 @@ def test_wrapper_subclass_constructor_and_disabled_torch_function():
     assert callable(torch._C._disabled_torch_function_impl)
 
 
+def test_metas_set_kernel_grows_a_wrappers_data_less_storage():
+    """How a neuron tensor grows in place (trnsim.torch.ops._sync_layout)."""
+    x = torch.Tensor._make_wrapper_subclass(trnsim.torch.NeuronTensor, (2,), dtype=torch.float32,
+                                            device=torch.device("neuron", 0))
+    storage = torch.Tensor.untyped_storage(x)
+    meta = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
+    torch.ops.aten.set_.source_Storage_storage_offset.redispatch(meta, x, storage, 1, (3, 4), (4, 1))
+    assert x.shape == (3, 4) and x.storage_offset() == 1
+    assert torch.Tensor.untyped_storage(x).nbytes() == 13 * 4
+
+
 def test_factory_ops_are_found_by_schema_and_composite_overrides_exist():
     names = {op._schema.name for op in device.factory_overloads()}
     assert {"aten::empty", "aten::zeros", "aten::randn", "aten::arange", "aten::empty_strided"} <= names

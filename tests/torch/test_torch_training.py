@@ -35,6 +35,23 @@ def test_gpt_trains_20_steps_bitwise_equal_to_cpu():
     assert neuron_model.head.weight is neuron_model.tok.weight
 
 
+def test_a_deep_copied_neuron_model_is_independent_and_trains_like_the_original():
+    """copy.deepcopy of any neuron model raised: the copy's set_ grew a one-element tensor."""
+    cpu_model, neuron_model = _pair(layers=1, seq=16)
+    neuron_model.to("neuron")
+    twin = copy.deepcopy(neuron_model)
+    _assert_same_parameters(twin, cpu_model)
+    assert twin.head.weight is twin.tok.weight
+    assert twin.head.weight.data_ptr() != neuron_model.head.weight.data_ptr()
+    data = batches(2, batch=2, seq=16, vocab=256)
+    expected = train(cpu_model, data, steps=3, device="cpu")
+    with config.override(strict=True):
+        assert train(twin, data, steps=3, device="neuron") == expected
+        assert train(neuron_model, data, steps=3, device="neuron") == expected
+    _assert_same_parameters(twin, cpu_model)
+    _assert_same_parameters(neuron_model, cpu_model)
+
+
 def test_compiled_gpt_trains_bitwise_equal_to_eager_cpu():
     cpu_model, neuron_model = _pair(layers=2, seq=16)
     data = batches(2, batch=2, seq=16, vocab=256)

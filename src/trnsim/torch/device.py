@@ -248,6 +248,20 @@ def _on_buffers(op):
     return kernel
 
 
+RUN_WHOLE = frozenset({"linalg_matrix_rank"})
+"""Composite ops whose out= overloads never write `out` for a tensor subclass: matrix_rank's C++
+code rebinds its `result` reference to a new tensor when the input is a subclass, so the caller's
+out tensor kept its old values. A PrivateUse1 kernel for each out= overload stops the decomposition
+above the Python key, and the op table runs the op whole on the buffers, where CPU's code writes out."""
+
+
+def run_whole_out_overloads() -> list[str]:
+    """The out= overloads of the `RUN_WHOLE` ops, as torch.library names them."""
+    return [f"{name}.{overload}" for name in sorted(RUN_WHOLE)
+            for overload in getattr(torch.ops.aten, name).overloads()
+            if getattr(getattr(torch.ops.aten, name), overload)._schema.is_mutable]
+
+
 def composite_ops_with_cpu_kernels() -> list[str]:
     """Ops CPU runs with a kernel of its own but other devices decompose (e.g. silu_backward).
 
@@ -290,7 +304,7 @@ def register() -> list:
     kernels.impl("_copy_from", _copy_from, "PrivateUse1")
     # torch.tensor([loss1, loss2]) reads each 0-d tensor's value below the Python key
     kernels.impl("_local_scalar_dense", lambda value: tensor.buffer_of(value).item(), "PrivateUse1")
-    for name in composite_ops_with_cpu_kernels():
+    for name in composite_ops_with_cpu_kernels() + run_whole_out_overloads():
         packet, _, overload = name.partition(".")
         kernels.impl(name, _on_buffers(getattr(getattr(torch.ops.aten, packet), overload or "default")),
                      "PrivateUse1")

@@ -14,7 +14,7 @@ import torch
 
 from trnsim.errors import UnsupportedError
 from trnsim.torch import attention, fallback, precision, profiler
-from trnsim.torch.device import placement
+from trnsim.torch.device import RUN_WHOLE, placement
 from trnsim.torch.tensor import (
     NeuronTensor,
     device_of,
@@ -115,11 +115,20 @@ def plain(func, args, kwargs):
 
 def fp32_accumulate(func, args, kwargs):
     """bf16/fp16 matmuls and convolutions: multiply and accumulate in fp32, round the result once."""
-    low = next((a.dtype for a in args if isinstance(a, torch.Tensor) and a.dtype in LOW_PRECISION), None)
+    low = _low_precision_dtype(args)
     if low is None:
         return func(*args, **kwargs)
-    wide = [a.float() if isinstance(a, torch.Tensor) and a.dtype == low else a for a in args]
+    wide = [a.float() if isinstance(a, torch.Tensor) else a for a in args]
     return _round_outputs(func(*wide, **kwargs), low)
+
+
+def _low_precision_dtype(args) -> torch.dtype | None:
+    """bf16 or fp16 when every tensor operand has that dtype, else None. Operands of mixed dtypes
+    go to CPU's kernel unwidened, which refuses them with its own error (widening first let an
+    fp32 operand through, and named float where the operand was bf16)."""
+    dtypes = {a.dtype for a in args if isinstance(a, torch.Tensor)}
+    low = dtypes.pop() if len(dtypes) == 1 else None
+    return low if low in LOW_PRECISION else None
 
 
 def _round_outputs(value, dtype):
@@ -187,38 +196,33 @@ def _owners(args, kwargs) -> dict:
 
 _WRAPPER_ONLY = torch._C.DispatchKeySet(torch._C.DispatchKey.Python) | torch._C.DispatchKeySet(
     torch._C.DispatchKey.PythonTLSSnapshot)
+_META = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
+_SET_LAYOUT = torch.ops.aten.set_.source_Storage_storage_offset
 
 
-def _sync_layout(owner, buffer, func):
+def _sync_layout(owner, buffer):
     """After an op that changed its buffer's layout in place (unsqueeze_, t_, resize_, set_, out=
     resized), give the caller's tensor the same sizes, strides and offset.
 
-    The wrapper's layout lives in C++; `as_strided_` below the Python key rewrites it in place. It
-    cannot grow past the wrapper's original extent: that case raises, and puts the buffer's layout
-    back so that the caller's tensor stays as it was rather than showing one shape and holding another.
+    The wrapper's layout lives in C++ and is checked against its own (data-less) storage, which
+    was sized for the shape it was made with. Meta's `set_` kernel, run below the Python key on
+    that storage, rewrites the layout and grows the storage's size where the new layout needs it,
+    so a tensor can grow in place (resize_ larger, out= of another shape, deepcopy) as on CPU.
     """
     layout = (buffer.shape, buffer.stride(), buffer.storage_offset())
     if type(owner) is not NeuronTensor or (owner.shape, owner.stride(), owner.storage_offset()) == layout:
         return owner
-    try:
-        with torch._C._ExcludeDispatchKeyGuard(_WRAPPER_ONLY), torch._C._AutoDispatchBelowAutograd():
-            torch.ops.aten.as_strided_.default(owner, *layout)
-    except RuntimeError as error:
-        buffer.as_strided_(owner.shape, owner.stride(), owner.storage_offset())
-        raise UnsupportedError(f"{func} grew a neuron tensor in place to {list(layout[0])} at storage "
-                               f"offset {layout[2]}, past the memory it was made with",
-                               what=str(func), hint="allocate the result's shape first (out= tensors "
-                               "must already have it); copy.deepcopy of a view at a nonzero offset: "
-                               "deep-copy its base, or .clone() the view") from error
+    with torch._C._ExcludeDispatchKeyGuard(_WRAPPER_ONLY), torch._C._AutoDispatchBelowAutograd():
+        _SET_LAYOUT.redispatch(_META, owner, torch.Tensor.untyped_storage(owner), layout[2], *layout[:2])
     return owner
 
 
-def _rewrap(value, owners: dict, func):
+def _rewrap(value, owners: dict):
     if isinstance(value, torch.Tensor):
         owner = owners.get(id(value))
-        return _sync_layout(owner, value, func) if owner is not None else NeuronTensor(value)
+        return _sync_layout(owner, value) if owner is not None else NeuronTensor(value)
     if type(value) in (list, tuple):
-        return type(value)(_rewrap(v, owners, func) for v in value)
+        return type(value)(_rewrap(v, owners) for v in value)
     return value
 
 
@@ -234,7 +238,7 @@ def _finish(func, args, kwargs, uargs, out):
             return out
         device = placement(device)
     if _is_mutable(func):
-        return _rewrap(out, _owners(args, kwargs), func)
+        return _rewrap(out, _owners(args, kwargs))
     return wrap(out, device or device_of(args))
 
 
@@ -341,7 +345,7 @@ def resolve(func):
     if func.namespace == "aten" and name == "_has_compatible_shallow_copy_type":
         return shallow_copy_rule
     composite = torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
-    if func.namespace == "aten" and name not in FAMILIES and composite:
+    if func.namespace == "aten" and name not in FAMILIES and name not in RUN_WHOLE and composite:
         return decompose_rule
     if func.namespace == "aten" and name in CPU_INDEX_OPS:
         return index_rule(kernel_for(func))

@@ -57,8 +57,10 @@ class NeuronTensor(torch.Tensor):
     @data.setter
     def data(self, new):
         # PyTorch swaps the wrapper's metadata only; the buffer must follow, or reads stay stale.
+        # Like CPU's set_data it shares `new`'s memory, not its tensor: an own alias of the buffer,
+        # so that a later unsqueeze_ or t_ of one tensor leaves the other's layout alone.
         torch.Tensor.data.__set__(self, new)
-        self._elem, self._device = new._elem, new._device
+        self._elem, self._device = new._elem.detach(), new._device
 
     def untyped_storage(self):
         """The buffer's storage: Python code that frees and regrows storage (FSDP2's resize_) or
