@@ -39,6 +39,16 @@ def test_fast_tier_follows_a_bound_that_moves_from_dma_to_tensor():
     assert fast.seconds == pytest.approx(exact.seconds, rel=0.02)
 
 
+def test_fast_tier_measures_its_slope_along_the_clipped_axis():
+    """The second grid halved the longest axis, a matmul's contraction here, where each output
+    tile's chain shortens: the slope came out 14% steep and the fast tier 6% off the exact one,
+    and one more column cheaper than one fewer."""
+    fast = cost.matmul(1024, 1024, 4097)
+    exact = cost.matmul(1024, 1024, 4097, tier="exact")
+    assert fast.seconds == pytest.approx(exact.seconds, rel=0.02)
+    assert fast.seconds > cost.matmul(1024, 1024, 4096).seconds
+
+
 def test_fast_tier_extrapolates_these_shapes():
     counts = blocked._tiling((2000, 3000, 1000), cost.ops._matmul_tiles("trn2"))
     assert [n for n, _last in counts] == [16, 24, 2]
