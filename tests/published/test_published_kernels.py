@@ -602,13 +602,12 @@ def test_nkilib_attention_tkg(kernels, dtype, batch, heads):
     valid = rng.random((prior, batch, heads, 1)) < 0.6
     result = simulate(decode_attention, q, k_active, v_active, k_prior, v_prior, valid.astype(dtype))
     expected = np.zeros((batch, heads, d_head))
-    for b in range(batch):
-        keys = np.concatenate([k_prior[b, 0], k_active[:, b:b + 1]], axis=1).astype(np.float64)
-        values = np.concatenate([v_prior[b, 0], v_active[b, 0]]).astype(np.float64)
+    for b in range(batch):  # the active token takes the cache's last slot, under that slot's mask
+        keys = np.concatenate([k_prior[b, 0][:, :-1], k_active[:, b:b + 1]], axis=1).astype(np.float64)
+        values = np.concatenate([v_prior[b, 0][:-1], v_active[b, 0]]).astype(np.float64)
         for h in range(heads):
             scores = q[:, b * heads + h].astype(np.float64) @ keys
-            scores = np.where(np.append(valid[:, b, h, 0], True), scores, -np.inf)  # the active token is kept
-            expected[b, h] = softmax(scores) @ values
+            expected[b, h] = softmax(np.where(valid[:, b, h, 0], scores, -np.inf)) @ values
     tolerance = 1e-5 if dtype == np.float32 else 0.01 * np.abs(expected).max()
     np.testing.assert_allclose(result[..., 0].astype(np.float64), expected, atol=tolerance)
 
