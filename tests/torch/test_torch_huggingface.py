@@ -54,6 +54,42 @@ def test_a_device_map_mixing_neuron_and_cpu_keeps_tied_weights_apart(tmp_path):
         assert torch.equal(mixed(input_ids=ids.to("neuron")).logits.cpu(), model(input_ids=ids).logits)
 
 
+def test_cpu_offload_onto_neuron_runs_every_forward():
+    """accelerate rebuilds an offloaded parameter as `type(param)(value, requires_grad=...)`; a
+    neuron parameter's type is NeuronTensor, which built a neuron tensor around the meta value, so
+    the parameter became a plain meta Tensor and the second forward raised TypeError."""
+    accelerate = pytest.importorskip("accelerate")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4))
+    x = torch.randn(2, 4)
+    expected = model(x)
+    accelerate.cpu_offload(model, execution_device=torch.device("neuron"))
+    for _ in range(3):
+        assert torch.equal(model(x.to("neuron")).cpu(), expected)
+    assert {p.device.type for p in model.parameters()} == {"meta"}
+    assert all(isinstance(p, torch.nn.Parameter) for p in model.parameters())
+
+
+def test_generate_with_a_device_map_mixing_neuron_and_cpu_matches_cpu(tmp_path):
+    """Every forward after the first raised TypeError (see the cpu_offload test above)."""
+    pytest.importorskip("accelerate")
+    cfg = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=2, n_head=2, n_positions=32,
+                                  bos_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    model.save_pretrained(tmp_path)
+    device_map = {"transformer.wte": "neuron", "transformer.wpe": "neuron", "transformer.drop": "neuron",
+                  "transformer.h.0": "cpu", "transformer.h.1": "neuron", "transformer.ln_f": "neuron",
+                  "lm_head": "neuron"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mixed = transformers.GPT2LMHeadModel.from_pretrained(tmp_path, device_map=device_map).eval()
+        ids = torch.randint(0, 64, (2, 6))
+        expected = model.generate(ids, max_new_tokens=4, do_sample=False)
+        got = mixed.generate(ids.to("neuron"), max_new_tokens=4, do_sample=False)
+    assert torch.equal(got.cpu(), expected)
+
+
 def test_a_neuron_tensor_takes_cpu_index_tensors_as_cuda_does():
     values = torch.arange(6.0).reshape(3, 2)
     on_device, rows = values.to("neuron"), torch.tensor([2, 0])
@@ -115,3 +151,41 @@ def test_the_trainer_trains_on_neuron_when_accelerate_is_told_to(monkeypatch, tm
     assert prof.report().matmul_s > 0  # the steps ran as device ops (GPT-2 layers are addmm)
     trained, reference = on_neuron.state_dict(), on_cpu.state_dict()
     assert all(torch.equal(trained[name].cpu(), reference[name]) for name in reference)
+
+
+def _mixtral_step(device: str) -> list:
+    """Logits, loss and gradients of one step of a tiny Mixtral with its default grouped_mm experts."""
+    cfg = transformers.MixtralConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                     num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+                                     num_experts_per_tok=2)
+    torch.manual_seed(0)
+    model = transformers.MixtralForCausalLM(cfg).to(device)
+    ids = torch.randint(0, 64, (2, 8)).to(device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # _grouped_mm falls back to CPU
+        out = model(input_ids=ids, labels=ids)
+        out.loss.backward()
+    return [out.logits.detach().cpu(), out.loss.detach().cpu(), *(p.grad.cpu() for p in model.parameters())]
+
+
+def test_a_mixture_of_experts_model_counts_tokens_per_expert_as_on_cuda():
+    """Off CPU, transformers counts tokens per expert with histc of an int tensor, which CUDA has
+    and CPU's kernel refuses ("histogram_cpu" not implemented for 'Int')."""
+    for got, expected in zip(_mixtral_step("neuron"), _mixtral_step("cpu"), strict=True):
+        assert torch.equal(got, expected)
+
+
+def test_bf16_training_arguments_need_the_documented_switch(monkeypatch, tmp_path):
+    """transformers asks torch.neuron about bf16 only when AWS's torch_neuronx is installed, so
+    bf16=True is refused; docs/torch.md gives the switch, which puts bf16 training on neuron."""
+    pytest.importorskip("accelerate")
+    from accelerate.state import AcceleratorState
+
+    monkeypatch.setenv("ACCELERATE_TORCH_DEVICE", "neuron")
+    AcceleratorState._reset_state(reset_partial_state=True)
+    kwargs = {"output_dir": str(tmp_path), "bf16": True, "report_to": []}
+    with pytest.raises(ValueError, match="doesn't support bf16"):
+        transformers.TrainingArguments(**kwargs)
+    monkeypatch.setattr(transformers.training_args, "is_torch_bf16_gpu_available", lambda: True)
+    assert transformers.TrainingArguments(**kwargs).device.type == "neuron"
+    AcceleratorState._reset_state(reset_partial_state=True)

@@ -67,6 +67,14 @@ def attention(q, k, v, mask):
             F.scaled_dot_product_attention(q, k, v, attn_mask=mask.float())]
 
 
+@case(lambda: [_randn(2, 3, 6, 8), _randn(2, 3, 6, 8), _randn(2, 3, 6, 8), _randn(1, 3, 6, 6)])
+def attention_with_learned_bias(q, k, v, bias):
+    """A mask that requires grad (Swin's relative-position bias): CPU takes the math path; the
+    device asked CPU's chooser about a mask without requires_grad and got the fused kernel, which
+    has no gradient for it (RuntimeError on every forward with grad on)."""
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+
+
 @case(lambda: [_randn(4, 7)])
 def activations(x):
     return [F.relu(x), F.gelu(x), F.gelu(x, approximate="tanh"), F.silu(x), torch.sigmoid(x), torch.tanh(x),
@@ -93,7 +101,8 @@ def indexing(x, i, s):
     return [x[i], x[x > 0], x.gather(1, i[:, None].expand(-1, 2) % 4), x.masked_fill(x < 0, 0.0),
             torch.where(x > 0, x, -x), x.topk(2, dim=1).values, x.sort(dim=1).values, x.index_select(0, i),
             torch.zeros(5, 4, device=x.device).scatter_add(0, (s.abs() * 4).long() % 5, x),
-            x.index_put((rows,), s[:2])]
+            x.index_put((rows,), s[:2]), x.index_copy(0, rows, s[:2]),
+            x.clone().index_copy_(1, rows, s[:, :2])]
 
 
 @case(lambda: [_randn(4, 4), _randn(4, 4)])
@@ -344,6 +353,19 @@ def test_forward_mode_ad_with_a_missing_tangent_matches_cpu():
     a raw RuntimeError (jacfwd, forward_ad through a matmul)."""
     for neuron, cpu in zip(_forward_mode("neuron"), _forward_mode("cpu"), strict=True):
         assert torch.equal(neuron, cpu)
+
+
+@pytest.mark.parametrize("bins, low, high", [(4, 0, 3), (3, 0, 7), (5, 0, 0), (2, 1, 1), (6, -3, 9)])
+def test_histc_of_an_integer_tensor_counts_as_cuda_does(bins, low, high):
+    """CPU's histc refuses integer dtypes, CUDA's counts them (Hugging Face MoE layers rely on it):
+    the counts equal CPU's float histc of the same values, in the input's dtype; out= too."""
+    values = torch.tensor([0, 1, 1, 3, 7, -2, 9, 4], dtype=torch.int32)
+    expected = torch.histc(values.float(), bins=bins, min=low, max=high).to(torch.int32)
+    with config.override(strict=True):
+        assert_same(torch.histc(values.to("neuron"), bins=bins, min=low, max=high), expected)
+        out = torch.empty(0, dtype=torch.int32, device="neuron")
+        assert torch.histc(values.to("neuron"), bins=bins, min=low, max=high, out=out) is out
+    assert_same(out, expected)
 
 
 def test_cuda_only_batch_norm_ops_are_refused_by_name():

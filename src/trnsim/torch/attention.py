@@ -24,14 +24,18 @@ def _float_mask(mask, dtype):
 
 
 def _stand_in(tensor):
-    """A real CPU tensor with the layout of `tensor`'s buffer (what the chooser reads)."""
+    """A real CPU tensor with the layout of `tensor`'s buffer and its requires_grad: what the
+    chooser reads (CPU refuses the fused kernel, which has no gradient for it, to a mask that
+    requires grad, e.g. a learned relative-position bias)."""
     if tensor is None:
         return None
     buffer = buffer_of(tensor)
     if type(buffer) is torch.Tensor:
-        return buffer
-    return torch.empty_strided(tuple(int(n) for n in buffer.shape), tuple(int(n) for n in buffer.stride()),
-                               dtype=buffer.dtype)
+        stand_in = buffer.detach()
+    else:
+        stand_in = torch.empty_strided(tuple(int(n) for n in buffer.shape),
+                                       tuple(int(n) for n in buffer.stride()), dtype=buffer.dtype)
+    return stand_in.requires_grad_(tensor.requires_grad)
 
 
 def cpu_choice(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa) -> int:

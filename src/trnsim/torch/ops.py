@@ -64,7 +64,7 @@ _family("reduction", """sum mean amax amin max min argmax argmin prod var var_me
     linalg_vector_norm logsumexp cumsum cumsum_ cumprod any all count_nonzero _cdist_forward
     equal allclose isclose _unique2 unique_consecutive unique_dim bincount histc searchsorted bucketize""")
 _family("indexing", """index index_put index_put_ _index_put_impl_ index_select index_add index_add_
-    index_copy_ gather scatter scatter_ scatter_add scatter_add_ masked_fill masked_fill_
+    index_copy index_copy_ gather scatter scatter_ scatter_add scatter_add_ masked_fill masked_fill_
     masked_scatter masked_scatter_ masked_select nonzero where take topk sort argsort embedding_renorm_
     _unsafe_index _unsafe_index_put one_hot tril tril_ triu triu_ flip roll repeat repeat_interleave
     cat stack constant_pad_nd index_fill_ index_fill select_backward slice_backward
@@ -169,11 +169,49 @@ def kernel_for(func):
         return rounded_copy
     if name in FP32_ACCUMULATE and not func._schema.is_mutable:
         return fp32_accumulate
+    if name == "histc":
+        return histc
     if name in CUDA_ONLY:
         return _cuda_only
     if name not in FAMILIES:
         return fallback.rule(plain)
     return plain
+
+
+INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+def _histc_arguments(input, bins=100, min=0, max=0, *, out=None):
+    return input, bins, min, max, out
+
+
+def histc(func, args, kwargs):
+    """`histc` of an integer tensor, which CUDA computes and CPU's kernel refuses (Hugging Face MoE
+    layers count tokens per expert this way on any device but CPU): CUDA's definition in exact
+    integer arithmetic, so counts equal CPU's float histc of the same small values. Other dtypes
+    go to CPU's kernel."""
+    values, bins, low, high, out = _histc_arguments(*args, **kwargs)
+    if values.dtype not in INTEGER_DTYPES:
+        return func(*args, **kwargs)
+    counts = _integer_histogram(values.reshape(-1).long(), bins, int(low), int(high)).to(values.dtype)
+    return counts if out is None else out.resize_(counts.shape).copy_(counts)
+
+
+def _integer_histogram(values: torch.Tensor, bins: int, low: int, high: int) -> torch.Tensor:
+    """CUDA's histc on int64 values: min == max means the data's range (widened by one each side if
+    still empty); value v in [low, high] counts in bin (v - low) * bins // (high - low), the top edge
+    in the last bin."""
+    if bins <= 0:
+        raise RuntimeError(f"torch.histc(): bins must be > 0, but got {bins}")
+    if low == high and values.numel() > 0:
+        low, high = int(values.min()), int(values.max())
+    if low == high:
+        low, high = low - 1, high + 1
+    if low > high:
+        raise RuntimeError("torch.histc(): max must be larger than min")
+    kept = values[(values >= low) & (values <= high)]
+    index = ((kept - low) * bins).div(high - low, rounding_mode="floor").clamp_max(bins - 1)
+    return torch.bincount(index, minlength=bins)
 
 
 def _cuda_only(func, args, kwargs):

@@ -30,12 +30,20 @@ class NeuronTensor(torch.Tensor):
     _device: torch.device  # the wrapper's device, kept as a plain attribute: `.device` costs ~1 us
 
     @staticmethod
-    def __new__(cls, elem: torch.Tensor, requires_grad: bool = False, device: torch.device | None = None):
+    def __new__(cls, elem: torch.Tensor, requires_grad: bool | None = None,
+                device: torch.device | None = None):
+        """`NeuronTensor(buffer, device=None)` wraps a CPU buffer. Given `requires_grad`, it is the
+        call `type(param)(data, requires_grad=...)` by which libraries (accelerate's offload hooks)
+        rebuild a parameter: PyTorch keeps a subclass's type for its parameters, so a neuron
+        parameter's type is NeuronTensor, and the call makes `nn.Parameter(data, requires_grad)`
+        on data's device, as it does on CUDA, where the type is Parameter."""
+        if requires_grad is not None:
+            return torch.nn.Parameter(elem, requires_grad)
         if isinstance(elem, NeuronTensor):
             raise TypeError("a NeuronTensor cannot wrap another NeuronTensor")
         out = torch.Tensor._make_wrapper_subclass(
             cls, elem.size(), strides=elem.stride(), storage_offset=elem.storage_offset(),
-            dtype=elem.dtype, layout=elem.layout, device=device or CURRENT[0], requires_grad=requires_grad)
+            dtype=elem.dtype, layout=elem.layout, device=device or CURRENT[0])
         out._elem, out._device = elem, device or CURRENT[0]
         return out
 
