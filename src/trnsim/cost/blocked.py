@@ -7,7 +7,8 @@ on two facts of the scheduler: the busy time of each engine is a sum over tiles,
 multilinear in the number of full tiles per dimension (read off traces with 1 and 2 tiles), and
 once the grid is a few tiles wide the pipeline is in its steady state, so a larger grid adds to
 the latency what it adds to the busiest engine. The fast latency is the latency of a grid clipped
-to `CLIP_TILES` tiles plus the extra busy time of the engine that bounds the full grid.
+to `CLIP_TILES` tiles plus the extra busy time of the engine that bounds it, at least the full
+grid's busiest engine plus the clipped grid's fill and drain (`fast`).
 """
 
 from __future__ import annotations
@@ -115,15 +116,13 @@ def _clipped_counts(op: Blocked, counts: list[int]) -> list[int]:
     return clipped
 
 
-def _halved(op: Blocked, clipped: list[int], counts: list[int]) -> list[int] | None:
+def _halved(op: Blocked, clipped: list[int], counts: list[int]) -> list[int]:
     """The clipped grid with the axis clipped most (then the longest) halved: the second grid, for
     the slope, measured along the way the full grid extends (a matmul's slope taken along its
-    contraction instead, where each output tile's chain shortens, came out 14% steep). None when
-    that axis is down to one tile, as a causal grid clipped to one query group is."""
+    contraction instead, where each output tile's chain shortens, came out 14% steep). That axis
+    was clipped, so it holds at least two tiles (`_clipped_counts`)."""
     axes = [axis for axis in range(len(clipped)) if op.clippable(axis)]
     axis = max(axes, key=lambda a: (counts[a] / clipped[a], clipped[a]))
-    if clipped[axis] < 2:
-        return None
     return [n // 2 if a == axis else n for a, n in enumerate(clipped)]
 
 
@@ -161,12 +160,10 @@ def fast(op: Blocked, dims: tuple[int, ...], target: str, lnc: int = 1) -> Timed
     busy = _busy_at(op, counts, tiling, target, lnc)
     large_s, large_busy = _seconds_and_busy(op, large, tiling, target, lnc)
     bound = max(large_busy, key=large_busy.get)
-    slope = 1.0  # a clipped axis already at one tile: no second grid, each busy second adds one
-    small = _halved(op, large, counts)
-    if small is not None:
-        small_s, small_busy = _seconds_and_busy(op, small, tiling, target, lnc)
-        if large_busy[bound] > small_busy[bound]:
-            slope = (large_s - small_s) / (large_busy[bound] - small_busy[bound])
+    small_s, small_busy = _seconds_and_busy(op, _halved(op, large, counts), tiling, target, lnc)
+    slope = 1.0  # the bounding engine did no more work in the larger grid: each busy second adds one
+    if large_busy[bound] > small_busy[bound]:
+        slope = (large_s - small_s) / (large_busy[bound] - small_busy[bound])
     extrapolated = large_s + max(slope, 0.0) * (busy[bound] - large_busy[bound])
     fill_and_drain = large_s - large_busy[bound]
     return Timed(max(extrapolated, max(busy.values()) + fill_and_drain), busy, lnc)
