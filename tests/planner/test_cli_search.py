@@ -119,11 +119,20 @@ def test_break_even_names_the_instance_without_a_price():
     from types import SimpleNamespace
 
     from trnsim.cli import plan as plan_command
-    jobs = [SimpleNamespace(instance="a", usd=None), SimpleNamespace(instance="b", usd=10.0),
-            SimpleNamespace(instance="c", usd=None)]
+    jobs = [SimpleNamespace(instance=name, usd=usd, days=days)
+            for name, usd, days in (("a", None, 1.0), ("b", 10.0, 1.0), ("c", None, 1.0), ("d", None, None))]
     args = SimpleNamespace(monthly_spend=100.0, engineering_cost=0.0)
     said = [plan_command._said(move, args) for move in plan_command._break_evens(jobs, args)]
-    assert said == ["a -> b: no price for a, no break-even", "a -> c: no price for a and c, no break-even"]
+    assert said == ["a -> b: no price for a, no break-even", "a -> c: no price for a and c, no break-even",
+                    "a -> d: no plan fits on d, no break-even"]  # d used to be "no price for a and d"
+
+
+def test_compare_where_nothing_fits_is_valid_json_and_exit_code_1(roofline_costs, capsys):
+    """It wrote "days": Infinity (not JSON) and exited 0."""
+    code = main(["plan", "compare", "--model", "llama-3.1-70b", "--train-tokens", "1e12", "--chips", "2",
+                 "--instance", "trn1.32xlarge", "--json"])
+    job = json.loads(capsys.readouterr().out)[0]
+    assert code == 1 and job["days"] is None and job["usd"] is None and "does not fit" in job["note"]
 
 
 def test_json_keeps_the_token_budget_and_the_break_even(roofline_costs, capsys):

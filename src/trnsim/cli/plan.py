@@ -132,10 +132,11 @@ def run_serve(args) -> int:
         task = bar.add_task("plans", total=sum(len(_serve_candidates(args, i)) for i in instances))
         for instance in instances:
             rows.append((instance, *_best_serving(args, instance, lambda: bar.advance(task))))
+    planned = 0 if any(result is not None for _, result, _ in rows) else 1
     if args.json:
         found = [{"instance": i, "result": r.as_dict() if r else None, "note": n} for i, r, n in rows]
         print(json.dumps(found, indent=2, default=str))
-        return 0
+        return planned
     latency = f" at TPOT <= {args.tpot_ms} ms" if args.tpot_ms else ""
     table = Table(title=f"Serving {args.model}, {args.seq_in} in / {args.seq_out} out{latency}",
                   title_justify="left")
@@ -151,7 +152,7 @@ def run_serve(args) -> int:
                       _money(result.usd_per_million_tokens()),
                       result.price_source)
     console().print(table)
-    return 0 if any(result is not None for _, result, _ in rows) else 1
+    return planned
 
 
 def run_compare(args) -> int:
@@ -167,24 +168,28 @@ def run_compare(args) -> int:
                 args.model, instance, nodes, args.train_tokens, global_batch=args.global_batch, seq=args.seq,
                 price=_fill_in_price(args, instance), progress=progress))
     moves = _break_evens(jobs, args) if args.monthly_spend else []
+    planned = 0 if any(job.days is not None for job in jobs) else 1  # exit code 1: no instance has a plan
     if args.json:
         found = [job.__dict__ for job in jobs]
         print(json.dumps({"jobs": found, "break_even": moves} if args.monthly_spend else found, indent=2,
                          default=str))
-        return 0
+        return planned
     table = Table(title=f"Training {args.model} on {args.train_tokens:.3g} tokens (fastest plan that fits)",
                   title_justify="left")
     for column in ("Instance", "Nodes", "Plan", "tokens/s", "MFU", "Days", "$/h", "Total $", "Price source"):
         table.add_column(column)
     for job in jobs:
-        table.add_row(job.instance, str(job.nodes), job.note or job.plan, f"{job.tokens_per_s:,.0f}",
+        if job.days is None:  # no plan fits: the row says why
+            table.add_row(job.instance, str(job.nodes), job.note, *["-"] * 5, "")
+            continue
+        table.add_row(job.instance, str(job.nodes), job.plan, f"{job.tokens_per_s:,.0f}",
                       f"{100 * job.mfu:.1f}%", f"{job.days:,.1f}", _money(job.usd_per_hour), _money(job.usd),
                       job.price_source)
     out = console()
     out.print(table)
     for move in moves:
         out.print(_said(move, args))
-    return 0
+    return planned
 
 
 def _break_evens(jobs, args) -> list[dict]:
@@ -198,12 +203,16 @@ def _break_evens(jobs, args) -> list[dict]:
         moves.append({"from": current.instance, "to": job.instance, "saved_fraction": saved,
                       "saved_usd_per_month": None if saved is None else args.monthly_spend * saved,
                       "break_even_months": months,
-                      "unpriced": [j.instance for j in (current, job) if j.usd is None]})
+                      "unplanned": [j.instance for j in (current, job) if j.days is None],
+                      "unpriced": [j.instance for j in (current, job)
+                                   if j.days is not None and j.usd is None]})
     return moves
 
 
 def _said(move: dict, args) -> str:
     head, saved = f"{move['from']} -> {move['to']}", move["saved_fraction"]
+    if move["unplanned"]:
+        return f"{head}: no plan fits on {' and '.join(move['unplanned'])}, no break-even"
     if saved is None:
         return f"{head}: no price for {' and '.join(move['unpriced'])}, no break-even"
     if saved == 0:

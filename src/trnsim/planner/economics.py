@@ -17,14 +17,15 @@ with an on-demand price."""
 
 @dataclass
 class TrainingJob:
-    """The best plan found on one instance kind for training `tokens`."""
+    """The best plan found on one instance kind for training `tokens`; where no plan fits, `note`
+    says why and `days` and the dollars are None."""
 
     instance: str
     nodes: int
     plan: str
     tokens_per_s: float
     mfu: float
-    days: float
+    days: float | None
     usd_per_hour: float | None
     usd: float | None
     price_source: str
@@ -39,7 +40,7 @@ def training_job(model_name, instance: str, nodes: int, tokens: float, *, global
     found = search(model_name, instance, nodes, global_batch=global_batch, seq=seq, price=price,
                    top=1, progress=progress)
     if not found.plans:
-        return TrainingJob(instance, nodes, "-", 0.0, 0.0, float("inf"), None, None, "", found.notes[0])
+        return TrainingJob(instance, nodes, "-", 0.0, 0.0, None, None, None, "", found.notes[0])
     best = found.plans[0]
     seconds = tokens / best.tokens_per_s
     usd = None if best.usd_per_hour is None else best.usd_per_hour * seconds / 3600
@@ -50,8 +51,13 @@ def training_job(model_name, instance: str, nodes: int, tokens: float, *, global
 def break_even_months(monthly_spend: float, savings_fraction: float, engineering_usd: float) -> float:
     """Months until a one-off migration cost is paid back by saving `savings_fraction` of the
     monthly spend (infinite when nothing is saved)."""
+    numbers_given = (monthly_spend, savings_fraction, engineering_usd)
+    if not all(isinstance(x, numbers.Real) and math.isfinite(x) for x in numbers_given):
+        raise ConfigError(f"break_even_months{numbers_given}: every figure must be a finite number")
     if monthly_spend < 0 or engineering_usd < 0:
         raise ConfigError("monthly spend and engineering cost must not be negative")
+    if savings_fraction > 1:
+        raise ConfigError(f"a saving of {savings_fraction!r} of the spend is more than all of it")
     saved = monthly_spend * savings_fraction
     return engineering_usd / saved if saved > 0 else float("inf")
 
