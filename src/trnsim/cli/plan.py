@@ -301,7 +301,8 @@ def register(subparsers) -> None:
     _common(compare, instance_nargs="+")
     _training_options(compare)
     compare.add_argument("--chips", type=count(), default=64,
-                         help="accelerators per instance kind (sets --nodes)")
+                         help="accelerators per instance kind: as many whole instances as hold at most "
+                              "this many, at least one (sets --nodes; the table's Nodes column shows it)")
     compare.set_defaults(nodes=0)
     compare.add_argument("--train-tokens", type=amount(), required=True)
     compare.add_argument("--monthly-spend", type=amount(), help="$ per month now spent on the first instance")
