@@ -98,3 +98,9 @@ def test_a_rank_holds_whole_attention_heads_when_tp_exceeds_them(roofline_costs)
     assert mdl.attention_params(64) == mdl.attention_params(32)
     assert at[64] - attention == pytest.approx((at[32] - attention) / 2)
     assert at[64] > at[32] / 2
+
+
+def test_an_encoder_is_not_served(roofline_costs):
+    """bert-large got a decode TPOT and a price per million tokens."""
+    with pytest.raises(ConfigError, match="bert-large is an encoder"):
+        planner.serve("bert-large", "trn2.48xlarge", ServePlan(tp=4))

@@ -126,7 +126,7 @@ def run_serve(args) -> int:
     instances = args.instance or list(SERVE_INSTANCES)
     for instance in instances:
         training.machine(instance)  # an unknown name is the command's error, not a row of its table
-    model(args.model).check_length(args.seq_in + args.seq_out, "seq_in + seq_out")  # so is this
+    serving.check_model(model(args.model), args.seq_in + args.seq_out)  # so is a model it cannot serve
     rows = []
     with Progress(console=console(stderr=True), transient=True, disable=args.json) as bar:
         task = bar.add_task("plans", total=sum(len(_serve_candidates(args, i)) for i in instances))

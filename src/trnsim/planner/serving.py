@@ -73,13 +73,22 @@ class ServeResult:
         return found
 
 
+def check_model(mdl: Model, context: int) -> None:
+    """ConfigError for a model no serving plan can run: an encoder, or a context past its positions."""
+    if not mdl.causal:
+        raise ConfigError(f"{mdl.name} is an encoder: a serving plan times token-by-token decoding, "
+                          f"which it does not do", hint="serve a decoder (causal) model; time an "
+                          "encoder's forward pass with trnsim.cost or a training plan")
+    mdl.check_length(context, "seq_in + seq_out")
+
+
 def check(mdl: Model, mach: Machine, plan: ServePlan) -> None:
     """ConfigError for a plan the instance cannot run. tp need not divide the attention heads:
     Neuron's inference pads them (Llama-3-8B, 32 heads, is published at tp 24 on inf2: rows I1, X34
     of data/calibration.csv)."""
     check_counts(tp=plan.tp, concurrency=plan.concurrency, compiled_batch=plan.compiled_batch,
                  seq_in=plan.seq_in, seq_out=plan.seq_out)
-    mdl.check_length(plan.seq_in + plan.seq_out, "seq_in + seq_out")
+    check_model(mdl, plan.seq_in + plan.seq_out)
     if plan.tp < 1 or plan.tp > mach.ranks or mach.ranks % plan.tp:
         raise ConfigError(f"tp {plan.tp} does not divide the {mach.ranks} ranks of {mach.name}",
                           hint=f"tp in {[d for d in range(1, mach.ranks + 1) if mach.ranks % d == 0]}")
