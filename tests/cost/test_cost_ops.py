@@ -183,3 +183,9 @@ def test_fp8_on_trn3_is_bounded_by_its_16_bit_rate():
     fp8 = cost.matmul(2048, 2048, 2048, dtype="float8_e4m3", target="trn3")
     bf16 = cost.matmul(2048, 2048, 2048, dtype="bfloat16", target="trn3")
     assert fp8.lower_bound_seconds >= bf16.lower_bound_seconds * 0.5 and fp8.seconds > 0
+
+
+def test_sizes_too_large_for_int64_shapes_are_refused_by_name():
+    """A serving plan with compiled_batch=10**30 reached the kernel as a negative shape."""
+    with pytest.raises(ShapeError, match=r"cost\.matmul: sizes .* are too large to cost"):
+        cost.matmul(2**31, 2**31, 2**31)

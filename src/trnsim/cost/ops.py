@@ -31,10 +31,16 @@ ENGINE_OPS = {"vector": "tensor", "scalar": "activation"}
 """Elementwise engine -> the `stream` kernel's op (VectorE tensor ops, ScalarE activations)."""
 
 
+MAX_ELEMENTS = 2**62
+"""The largest product of an op's sizes it costs: its tensors' shapes are int64 arithmetic."""
+
+
 def _positive(op: str, **sizes) -> None:
     for name, value in sizes.items():
         if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < 1:
-            raise ShapeError(f"cost.{op}: {name} must be a positive integer, got {value!r}", op=op)
+            raise ShapeError(f"cost.{op}: {name} must be a positive integer, got {value!r}")
+    if math.prod(int(value) for value in sizes.values()) >= MAX_ELEMENTS:
+        raise ShapeError(f"cost.{op}: sizes {sizes} are too large to cost (their product reaches 2^62)")
 
 
 def _checked(op: str, target: str, dtype: str, tier: str, lnc: int, **sizes) -> None:
@@ -229,13 +235,12 @@ def attention(batch: int, heads: int, q_len: int, kv_len: int, head_dim: int, kv
     _checked("attention", target, dtype, tier, lnc, batch=batch, heads=heads, q_len=q_len, kv_len=kv_len,
              head_dim=head_dim, kv_heads=kv_heads)
     if heads % kv_heads:
-        raise ShapeError(f"cost.attention: heads ({heads}) must be a multiple of kv_heads ({kv_heads})",
-                         op="attention")
+        raise ShapeError(f"cost.attention: heads ({heads}) must be a multiple of kv_heads ({kv_heads})")
     if causal is not True and causal is not False:
         raise ConfigError(f"cost.attention: causal={causal!r}; it must be True or False")
     if causal and q_len > kv_len:
         raise ShapeError(f"cost.attention: causal with q_len {q_len} above kv_len {kv_len}; causal queries "
-                         f"are the last q_len of the kv_len positions", op="attention")
+                         f"are the last q_len of the kv_len positions")
     kept = 1.0 - (q_len - 1) / (2.0 * kv_len) if causal else 1.0  # fraction of (query, key) pairs
     flops = 4.0 * batch * heads * q_len * kv_len * head_dim * kept
     traffic = batch * (2 * heads * q_len * head_dim + 2 * kv_heads * kv_len * head_dim) * DTYPE_BYTES[dtype]

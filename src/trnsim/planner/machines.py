@@ -4,6 +4,7 @@ one rank holds and does, all read from trnsim.hardware; and what an hour of it c
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 from trnsim import hardware, system
@@ -63,8 +64,9 @@ class Machine:
     def price(self, override: float | None = None) -> Price:
         """The on-demand price from the catalog, the user's `override`, or unknown (never invented)."""
         if override is not None:
-            if not override > 0 or not math.isfinite(override):  # NaN fails the first test
-                raise ConfigError(f"--price must be positive dollars per hour, got {override}")
+            if (not isinstance(override, numbers.Real) or isinstance(override, bool) or not override > 0
+                    or not math.isfinite(override)):  # NaN fails `> 0`
+                raise ConfigError(f"--price must be positive dollars per hour, got {override!r}")
             return Price(override, "given by the user")
         if self.spec.usd_per_hour is None:
             return Price(None, f"no public on-demand price for {self.name}; give one with --price")

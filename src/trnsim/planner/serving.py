@@ -105,6 +105,8 @@ def serve(model_name, instance: str, plan: ServePlan | None = None,
     """Predict one serving plan; `plan` defaults to one replica over the whole instance."""
     mdl, mach = model(model_name), machine(instance)
     plan = plan or ServePlan(tp=mach.ranks)
+    if not isinstance(plan, ServePlan):
+        raise ConfigError(f"plan must be a ServePlan, got {type(plan).__name__}", hint="ServePlan(tp=4, ...)")
     check(mdl, mach, plan)
     return evaluate(mdl, mach, plan, price)
 
