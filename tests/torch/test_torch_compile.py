@@ -84,3 +84,26 @@ def test_functional_copies_in_compiled_graphs_run_on_the_device_and_are_timed():
     with config.override(strict=True), trnsim.torch.profile(target="trn2") as prof:
         out = compiled(x, y)
     assert torch.equal(out.cpu(), f(x.cpu(), y.cpu())) and not prof.report().untimed
+
+
+@pytest.mark.parametrize("settings", [dict(mode="reduce-overhead"), dict(options={"max_autotune": True})])
+def test_mode_and_options_are_ignored_as_every_aot_autograd_backend_ignores_them(settings):
+    """They were passed to aot_autograd as its own settings: aot_module_simplified's TypeError."""
+    torch._dynamo.reset()
+    layer = torch.nn.Linear(4, 4).to("neuron")
+    x = torch.randn(2, 4, device="neuron")
+    assert torch.equal(torch.compile(layer, backend="neuron", **settings)(x).cpu(), layer(x).cpu())
+
+
+def test_data_dependent_shapes_compile_and_are_charged_at_their_run_sizes():
+    """compile._example read the traced size of nonzero's row count, which has none (TypeError)."""
+    def positives(x):
+        return torch.nonzero(x > 0).float().sum() * (x > 0).sum().item()
+
+    torch._dynamo.reset()
+    x = torch.tensor([[1.0, -1.0], [2.0, 3.0]])
+    with torch._dynamo.config.patch(capture_scalar_outputs=True, capture_dynamic_output_shape_ops=True):
+        with trnsim.torch.profile() as prof:
+            out = torch.compile(positives, backend="neuron", fullgraph=True)(x.to("neuron"))
+    assert torch.equal(out.cpu(), positives(x))
+    assert any(key[0] == "aten.nonzero.default" and key[2] == (((3, 2), "int64"),) for key in prof.counts)

@@ -58,3 +58,14 @@ def test_compile_modes_that_pass_their_own_inner_compiler_work():
     x = torch.randn(4, 32, device="neuron")
     out = torch.compile(model, mode="reduce-overhead")(x)
     assert out.device.type == "neuron" and torch.allclose(out.cpu(), model(x).cpu())
+
+
+@pytest.mark.parametrize("mode", ["reduce-overhead", "max-autotune"])
+def test_compile_modes_charge_each_node_once(mode):
+    """compile_fx calls itself for these modes with the inner compiler trnsim had wrapped, which was
+    wrapped again: every node was charged twice."""
+    torch._dynamo.reset()
+    compiled = torch.compile(_model().to("neuron"), mode=mode)
+    x = torch.randn(16, 32, device="neuron")
+    compiled(x).sum().backward()
+    assert _profiled_step(compiled, x).per_op["aten.mm.default"].count == 5

@@ -69,3 +69,11 @@ def test_calling_a_kernel_directly_on_neuron_tensors_gives_neuron_tensors():
     written = a.to("neuron")
     double_in_place(written)
     assert written.device.type == "neuron" and torch.equal(written.cpu(), a * 2)
+
+
+def test_nki_call_refuses_cpu_tensors_as_an_eager_op_does():
+    """CPU (and mixed CPU/neuron) inputs were run silently and came back as neuron tensors."""
+    cpu = torch.ones(8, 4)
+    for args, argument in (((cpu, cpu), "argument 0"), ((cpu.to("neuron"), cpu), "argument 1")):
+        with pytest.raises(trnsim.torch.DeviceMismatchError, match=f"add_rows. got a cpu .*{argument}"):
+            trnsim.torch.nki_call(add_rows, *args)

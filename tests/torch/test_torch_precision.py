@@ -112,3 +112,31 @@ def test_binary_cross_entropy_is_refused_under_autocast_as_on_cuda():
         probabilities = torch.sigmoid(torch.nn.functional.linear(x, torch.randn(2, 3, device="neuron")))
         with pytest.raises(trnsim.UnsupportedError, match="binary_cross_entropy_with_logits"):
             torch.nn.functional.binary_cross_entropy(probabilities, torch.rand(4, 2, device="neuron"))
+
+
+def _autocast_registrations(key: str) -> set[str]:
+    names = torch._C._dispatch_get_all_op_names()
+    return {name for name in names if name.startswith("aten::")
+            and torch._C._dispatch_has_kernel_for_dispatch_key(name, key)}
+
+
+def test_autocast_casts_exactly_the_ops_cuda_autocast_casts():
+    """sum, cumsum, prod, norms and native_layer_norm stayed bf16; dot, index_put, scatter_add
+    (CUDA's promote list) were missing; linalg_vecdot and lstm_cell were not cast down."""
+    assert _autocast_registrations("AutocastPrivateUse1") == _autocast_registrations("AutocastCUDA")
+
+
+def test_autocast_policies_match_cudas():
+    x = torch.randn(4, 4, device="neuron")
+    low = x.bfloat16()
+    with torch.autocast("neuron", dtype=torch.bfloat16):
+        fp32 = [low.sum(), low.cumsum(0), low.prod(), torch.linalg.vector_norm(low), torch.norm(low),
+                torch.ops.aten.norm.Scalar(low), torch.native_layer_norm(low, (4,), None, None, 1e-5)[0]]
+        assert all(t.dtype == torch.float32 for t in fp32)
+        assert torch.softmax(x, -1, dtype=torch.bfloat16).dtype == torch.bfloat16  # a given dtype holds
+        assert torch.dot(x[0], low[0]).dtype == torch.float32  # promoted to the widest
+        assert torch.dot(low[0], low[1]).dtype == torch.bfloat16
+        index = torch.zeros(1, 4, dtype=torch.long, device="neuron")
+        assert x.scatter_add(0, index, low[:1]).dtype == torch.float32
+        assert torch.linalg.vecdot(x, x).dtype == torch.bfloat16
+        assert torch.ops.aten.norm.Scalar(x.double()).dtype == torch.float64  # float64 is not cast

@@ -92,7 +92,32 @@ def test_cost_needs_a_price_and_untimed_ops_are_listed_not_guessed():
     assert report.per_op["aten.mul.Tensor"].device_s > 0
     with pytest.raises(SpecError, match="price"):
         _ = report.cost_usd
-    assert prof.report(instance="trn2.48xlarge").instance == "trn2.48xlarge"
+
+
+def test_an_integer_matmul_is_untimed_and_the_report_still_comes():
+    """report() raised the Tensor Engine's DTypeError for an int64 matmul: no kernel takes it."""
+    a = torch.ones(4, 4, dtype=torch.int64, device="neuron")
+    with trnsim.torch.profile(target="trn2") as prof:
+        a @ a
+        a.float() @ a.float()
+    report = prof.report()
+    assert report.untimed == {"aten.mm.default": 1}
+    assert report.per_op["aten.mm.default"].count == 1 and "untimed" in report.table()
+
+
+def test_an_instance_of_another_core_generation_is_refused_and_a_new_target_gets_its_own():
+    """A trn1 profile was priced on trn2.48xlarge (and trn2 on inf2) silently; report("trn1") of a
+    profile opened with a trn2 instance kept that instance."""
+    x = torch.ones(8, 8, device="neuron")
+    with pytest.raises(ConfigError, match="NeuronCore-v3"), trnsim.torch.profile(
+            target="trn1", instance="trn2.48xlarge"):
+        pytest.fail("the block ran")
+    with trnsim.torch.profile(target="trn2", instance="trn2.48xlarge") as prof:
+        x @ x
+    with pytest.raises(ConfigError, match="inf2.48xlarge has NeuronCore-v2"):
+        prof.report(instance="inf2.48xlarge")
+    assert prof.report("trn1").instance == "trn1.32xlarge"
+    assert prof.report("trn1", instance="inf2.48xlarge").instance == "inf2.48xlarge"  # both NeuronCore-v2
 
 
 def test_compiled_graphs_are_charged_per_call_from_their_node_shapes():

@@ -36,10 +36,22 @@ def rewrite_devices(graph: fx.Graph) -> int:
     return changed
 
 
+def _traced_size(size) -> int:
+    """A size as traced. A data-dependent one (nonzero's row count) has no traced value: it takes
+    the value inductor assumes for such sizes (torch._inductor.config.unbacked_symint_fallback)."""
+    if isinstance(size, int):
+        return size
+    if size.node.hint is not None:
+        return size.node.hint
+    from torch._inductor import config as inductor_config
+
+    return inductor_config.unbacked_symint_fallback
+
+
 def _example(value):
     """A traced value as a plain-shaped stand-in: symbolic sizes take the size they were traced at."""
     if isinstance(value, torch.Tensor):
-        shape = tuple(n if isinstance(n, int) else n.node.hint for n in value.shape)
+        shape = tuple(map(_traced_size, value.shape))
         return torch.empty(shape, dtype=value.dtype, device="meta")
     if isinstance(value, list | tuple):
         return [_example(v) for v in value]
@@ -105,7 +117,11 @@ def lower(gm: fx.GraphModule, example_inputs) -> LoweredGraph:
 
 
 def neuron_backend(gm: fx.GraphModule, example_inputs, **kwargs):
-    """The Dynamo backend registered under the name "neuron" (entry point torch_dynamo_backends)."""
+    """The Dynamo backend registered under the name "neuron" (entry point torch_dynamo_backends).
+
+    `torch.compile`'s mode= and options= arrive as kwargs; the lowering has no settings they could
+    select, so they go to the AOTAutograd backend's call, which ignores them with a warning, as
+    every AOTAutograd backend (aot_eager) does. They are not AOTAutograd's own settings."""
     from torch._dynamo.backends.common import aot_autograd
 
-    return aot_autograd(fw_compiler=lower, bw_compiler=lower, **kwargs)(gm, example_inputs)
+    return aot_autograd(fw_compiler=lower, bw_compiler=lower)(gm, example_inputs, **kwargs)

@@ -226,6 +226,16 @@ def launches(op: str, inputs: tuple, outputs: tuple) -> list[Launch]:
     return RECIPES[family](name, flat_inputs, tuple(_flat(outputs)))
 
 
+TENSOR_ENGINE_FAMILIES = ("matmul", "attention")
+FLOAT_DTYPES = ("float32", "bfloat16", "float16")
+
+
+def costable(launch: Launch) -> bool:
+    """Whether the op-cost library can cost `launch`: the Tensor Engine takes only float operands,
+    so an integer matmul (which the device would have to run some other way) has no kernel."""
+    return launch.family not in TENSOR_ENGINE_FAMILIES or launch.dtype in FLOAT_DTYPES
+
+
 def is_free(op: str) -> bool:
     """Ops that cost the device nothing: views and metadata, and host-side decisions."""
     name = op.split(".")[1] if op.startswith("aten.") else op

@@ -65,11 +65,15 @@ def _profiled_compilation():
             else:
                 compiled.current_callable = _charging(run, keys)
             return compiled
+        profiled.profiling = True
         return profiled
 
     def compile_with_profile(model_, example_inputs_, inner_compile=module.compile_fx_inner, **kwargs):
-        # modes other than the default (reduce-overhead, max-autotune) pass their own inner compiler
-        return compile_fx(model_, example_inputs_, inner_compile=profiling(inner_compile), **kwargs)
+        # modes other than the default (reduce-overhead, max-autotune) pass their own inner compiler;
+        # compile_fx calls itself again with config patches, passing the one already wrapped here
+        if not getattr(inner_compile, "profiling", False):
+            inner_compile = profiling(inner_compile)
+        return compile_fx(model_, example_inputs_, inner_compile=inner_compile, **kwargs)
 
     module.compile_fx = compile_with_profile
     try:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import torch
 
 from trnsim.torch import profiler
-from trnsim.torch.tensor import buffer_of, to_neuron
+from trnsim.torch.errors import DeviceMismatchError
+from trnsim.torch.tensor import NeuronTensor, buffer_of, to_neuron
 
 
 def _to_device(value):
@@ -25,13 +26,25 @@ def _to_device(value):
     return value
 
 
+def _refuse_off_device(kernel, args, kwargs) -> None:
+    """A kernel reads the device's memory: a CPU tensor argument is refused as an eager op refuses
+    it (DeviceMismatchError), rather than silently moved."""
+    named = [(f"argument {i}", v) for i, v in enumerate(args)]
+    named += [(f"argument {k!r}", v) for k, v in kwargs.items()]
+    for argument, value in named:
+        if isinstance(value, torch.Tensor) and not isinstance(value, NeuronTensor):
+            raise DeviceMismatchError(f"nki_call({getattr(kernel, '__name__', kernel)})", value, argument)
+
+
 def nki_call(kernel, *args, target: str | None = None, **kwargs):
-    """Run `kernel` (an `nki.jit` function) on neuron tensors; returns neuron tensors.
+    """Run `kernel` (an `nki.jit` function) on neuron tensors; returns neuron tensors. A CPU
+    tensor argument raises DeviceMismatchError.
 
     target: the generation to emulate (default: the active profile's, else NKI's own default).
     """
     from trnsim import nki  # imported on first use: `import torch` autoloads this package
 
+    _refuse_off_device(kernel, args, kwargs)
     active = profiler.current()
     target = target or (active.target if active is not None else None)
     compiled = nki.jit(kernel)

@@ -7,7 +7,8 @@
 
 Recording keeps only each op's name and tensor shapes (cheap, target-free); times come when a report
 is asked for, from `trnsim.torch.devicetime` (built-in NKI kernels timed by the kernel timing
-model). Ops that fell back to CPU, or have no kernel recipe, are counted as untimed, not guessed.
+model). Ops that fell back to CPU, have no kernel recipe, or whose kernel the cost library cannot
+cost (integer matmuls) are counted as untimed, not guessed.
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ class Report:
     def _price(self) -> float:
         if self.usd_per_hour is None:
             raise SpecError(f"no on-demand price for target {self.target!r} in the hardware catalog",
-                            hint="pass instance= naming a priced instance")
+                            hint="pass instance= naming a priced instance of that chip")
         return self.usd_per_hour
 
     def table(self, top: int = 15) -> str:
@@ -168,7 +169,8 @@ class Report:
             lines.append(f"  collectives: {calls} calls, {self.comm_s * 1e3:.3f} ms, "
                          f"{self.overlap_s * 1e3:.3f} ms overlapped; block {self.step_s * 1e3:.3f} ms")
         if self.untimed:
-            lines.append(f"  untimed (ran on CPU or no kernel recipe): {sum(self.untimed.values())} ops")
+            calls = sum(self.untimed.values())
+            lines.append(f"  untimed (ran on CPU, no kernel recipe or no cost): {calls} ops")
         return "\n".join(lines)
 
 
@@ -243,7 +245,7 @@ class Profile:
         from trnsim.timing import schedule
 
         target, lnc = target or self.target, self.lnc if lnc is None else lnc
-        spec = _pricing_instance(target, lnc, instance or self.instance)
+        spec = _pricing_instance(target, lnc, instance or self._instance_for(target))
         untimed: collections.Counter = collections.Counter()
         seconds = self._seconds(target, lnc, target if spec is None else spec.name, untimed)
         per_op: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0])
@@ -264,9 +266,15 @@ class Profile:
                       usd_per_hour=None if spec is None else spec.usd_per_hour, cores_per_instance=cores,
                       ops=_op_times(per_op), untimed=dict(untimed), comms=_op_times(per_comm), step_s=step_s)
 
+    def _instance_for(self, target: str) -> str | None:
+        """The profile's own instance prices its own target; another target gets its chip's default
+        (the profile's instance holds other NeuronCores)."""
+        return self.instance if target == self.target else None
+
     def _seconds(self, target: str, lnc: int, instance: str, untimed: collections.Counter) -> dict:
         """(device seconds, matmul seconds) of one call of each recorded op; ops that cannot be
-        timed (fallen back to CPU, no kernel recipe, a collective the model lacks) go to `untimed`."""
+        timed (fallen back to CPU, no kernel recipe, a kernel the cost library cannot cost such as an
+        integer matmul, a collective the model lacks) go to `untimed`."""
         from trnsim.torch import devicetime, fallback
 
         fallen, found = fallback.counts(), {}
@@ -280,7 +288,8 @@ class Profile:
                     found[key] = (comm_s, 0.0)
                 continue
             launches = devicetime.launches(op, inputs, outputs)
-            if not launches and (op in fallen or not devicetime.is_free(op)):
+            uncostable = not all(map(devicetime.costable, launches))
+            if uncostable or not launches and (op in fallen or not devicetime.is_free(op)):
                 untimed[op] += count
                 continue
             times = [(launch.family, devicetime.launch_time_s(launch, target, lnc)) for launch in launches]
@@ -302,14 +311,20 @@ class Profile:
 
 def _pricing_instance(target: str, lnc: int, instance: str | None):
     """The instance whose price a report uses (None: no priced instance of the target's chip);
-    ConfigError for an lnc other than 1 or 2, an instance without NeuronCores, or lnc=2 where
-    the instance has no logical cores."""
+    ConfigError for an lnc other than 1 or 2, an instance without NeuronCores, an instance whose
+    NeuronCores are another generation than the target's (their price is not the target's), or
+    lnc=2 where the instance has no logical cores."""
     if lnc not in (1, 2):
         raise ConfigError(f"lnc={lnc!r}: a logical core is 1 or 2 physical cores")
     spec = hardware.instance(instance) if instance else default_instance(target)
     if spec is not None and spec.chip is None:
         raise ConfigError(f"instance {spec.name} has no NeuronCores to price a core's share of",
                           hint="name a Trainium or Inferentia instance")
+    core = hardware.core(target)
+    if spec is not None and spec.chip.core.name != core.name:
+        raise ConfigError(f"instance {spec.name} has {spec.chip.core.name} cores, not {target}'s "
+                          f"{core.name}: its price is not that of the cores timed",
+                          hint=f"name an instance of {target}'s chip, or leave instance= out")
     if lnc == 2 and spec is not None and not spec.logical_cores:
         raise ConfigError(f"{spec.name} has no logical cores (LNC=2)", hint="use lnc=1 or a trn2/trn3 target")
     return spec
