@@ -140,3 +140,5 @@ def test_autocast_policies_match_cudas():
         assert x.scatter_add(0, index, low[:1]).dtype == torch.float32
         assert torch.linalg.vecdot(x, x).dtype == torch.bfloat16
         assert torch.ops.aten.norm.Scalar(x.double()).dtype == torch.float64  # float64 is not cast
+        with pytest.raises(RuntimeError, match="Unexpected floating ScalarType"):  # CUDA's error, not bf16
+            torch.dot(x.half()[0], low[0])

@@ -7,9 +7,10 @@ from torch_gpt import GPT, batches, train
 import trnsim.torch
 from trnsim import hardware, nki
 from trnsim.cost import kernels
-from trnsim.errors import ConfigError, SpecError
+from trnsim.errors import ConfigError, SpecError, UnsupportedError
 from trnsim.nki.jit import TensorSpec
 from trnsim.timing import schedule
+from trnsim.torch import devicetime
 
 
 def _step_profile(d_model: int, batch: int, layers: int = 1):
@@ -103,6 +104,9 @@ def test_an_integer_matmul_is_untimed_and_the_report_still_comes():
     report = prof.report()
     assert report.untimed == {"aten.mm.default": 1}
     assert report.per_op["aten.mm.default"].count == 1 and "untimed" in report.table()
+    signature = (((4, 4), "int64"), ((4, 4), "int64"))  # one op's time (a compiled graph's device_s) says why
+    with pytest.raises(UnsupportedError, match="aten.mm.default of integer operands"):
+        devicetime.op_time_s("aten.mm.default", signature, (((4, 4), "int64"),))
 
 
 def test_an_instance_of_another_core_generation_is_refused_and_a_new_target_gets_its_own():

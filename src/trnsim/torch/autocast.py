@@ -96,9 +96,17 @@ def _fp32(args, kwargs):
 
 
 def _widest(args, kwargs):
-    """fp32 if any eligible argument is fp32, else the autocast dtype (CUDA's promote_type)."""
-    widest = any(_eligible(t) and t.dtype == torch.float32 for t in _tensors((*args, *kwargs.values())))
-    return torch.float32 if widest else _lower(args, kwargs)
+    """CUDA's promote_type: fp32 once an eligible argument is fp32, the autocast dtype while every
+    one so far has it; another low dtype first (fp16 under bf16 autocast) is CUDA's error."""
+    low = current = _lower(args, kwargs)
+    for tensor in _tensors((*args, *kwargs.values())):
+        if not _eligible(tensor):
+            continue
+        if current == torch.float32 or tensor.dtype == torch.float32:
+            current = torch.float32
+        elif tensor.dtype != low:
+            raise RuntimeError("Unexpected floating ScalarType in at::autocast::prioritize")
+    return current
 
 
 def _all_arguments(op, args, kwargs) -> dict:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 from trnsim import cost
 from trnsim.core.runtime import current as current_runtime
+from trnsim.errors import UnsupportedError
 from trnsim.torch.ops import FAMILIES
 
 # torch dtypes as the device stores them (no 64-bit types on the engines).
@@ -251,8 +252,14 @@ def launch_time_s(launch: Launch, target: str, lnc: int) -> float:
 
 @functools.lru_cache(maxsize=65536)
 def op_time_s(op: str, inputs: tuple, outputs: tuple, target: str = "trn2", lnc: int = 1) -> float:
-    """Seconds aten op `op` keeps one NeuronCore (or one logical core, lnc=2) of `target` busy."""
-    return sum(launch_time_s(launch, target, lnc) for launch in launches(op, inputs, outputs))
+    """Seconds aten op `op` keeps one NeuronCore (or one logical core, lnc=2) of `target` busy;
+    UnsupportedError for an op no kernel costs (a profile lists those as untimed instead)."""
+    found = launches(op, inputs, outputs)
+    for launch in found:
+        if not costable(launch):
+            raise UnsupportedError(f"{op} of integer operands: the Tensor Engine takes float operands "
+                                   f"only, so no kernel times it", what=op)
+    return sum(launch_time_s(launch, target, lnc) for launch in found)
 
 
 current_runtime().on_reset(op_time_s.cache_clear)  # the cache is the runtime's: reset empties it

@@ -150,7 +150,8 @@ class Report:
     def _price(self) -> float:
         if self.usd_per_hour is None:
             raise SpecError(f"no on-demand price for target {self.target!r} in the hardware catalog",
-                            hint="pass instance= naming a priced instance of that chip")
+                            hint="pass instance= naming a priced instance of that chip (the catalog has "
+                            "none for trn3)")
         return self.usd_per_hour
 
     def table(self, top: int = 15) -> str:
