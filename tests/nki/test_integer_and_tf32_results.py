@@ -84,3 +84,18 @@ def test_int32_arithmetic_on_the_vector_engine_goes_through_fp32():
         got, kernel = _run(body, a, b, out_shape=(1, 1), out_dtype=nl.int32)
         assert got[0, 0] == 16777216
         assert [i.engine.value for i in kernel.last_trace if i.opcode.value == "tensor_tensor"] == ["vector"]
+
+
+@pytest.mark.parametrize("size", [128, 16])  # the PE array's transpose and the Vector engine's
+def test_nl_transpose_and_where_keep_every_bit_of_int32(size):
+    """nl.transpose staged int32 through an fp32 PSUM tile and nl.where's predicated copy went
+    through fp32: values above 2^24 came back rounded."""
+    rng = np.random.default_rng(0)
+    a = rng.integers(-2**30, 2**30, (size, size)).astype(np.int32)
+    got, _ = _run(lambda o, t: nisa.tensor_copy(dst=o, src=nl.transpose(t)), a,
+                  out_shape=(size, size), out_dtype=nl.int32)
+    np.testing.assert_array_equal(got, a.T)
+    keep = (rng.random((size, size)) > 0.5).astype(np.int32)
+    got, _ = _run(lambda o, t, u, k: nisa.tensor_copy(dst=o, src=nl.where(k, t, u)), a, a + 1, keep,
+                  out_shape=(size, size), out_dtype=nl.int32)
+    np.testing.assert_array_equal(got, np.where(keep != 0, a, a + 1))

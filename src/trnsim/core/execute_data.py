@@ -108,8 +108,14 @@ def _holds_exactly(dtype: np.dtype, value) -> bool:
 
 @EXECUTE.register(Opcode.TENSOR_COPY_PREDICATED)
 def _copy_predicated(ins: Instruction, io: Operands) -> None:
+    """A copy under a predicate: between tiles of one dtype the bits pass, as in tensor_copy (int32
+    above 2^24 came back rounded to fp32, and `nl.where` with it)."""
     current = io.current(0)
     keep = (io.f32(1).reshape(current.shape) != 0) ^ bool(ins.param("reverse_pred", False))
+    if io.inputs[0].element == io.outputs[0].element:
+        held = io.out(0).array()
+        io.write_raw(0, np.where(keep.reshape(held.shape), io.raw(0).reshape(held.shape), held))
+        return
     io.write(0, np.where(keep, io.f32(0).reshape(current.shape), current))
 
 

@@ -202,10 +202,13 @@ def matmul(x, y, transpose_x: bool = False) -> NkiTensor:
 
 
 def transpose(x, dtype=None) -> NkiTensor:
-    """[P, F] -> [F, P] through the PE array (or the Vector engine for tiles up to 32 x 32)."""
+    """[P, F] -> [F, P] through the PE array (or the Vector engine for tiles up to 32 x 32), into
+    PSUM as fp32; integers and packed types are moved as they are (their bits pass the transpose),
+    since fp32 holds int32 values exactly only up to 2^24."""
     rows, cols = x.shape[0], math.prod(x.shape[1:])
     small = builtins.max(rows, cols) <= tile_size.pmax // 4
-    staged = ndarray((cols, rows), float32, psum)
+    as_bits = dtypes.dtype(x.dtype).numpy.kind in "iub"
+    staged = ndarray((cols, rows), x.dtype if as_bits else float32, psum)
     nisa.nc_transpose(dst=staged, data=x, engine=nisa.engine.vector if small else nisa.engine.tensor)
     return copy(staged, dtype or x.dtype)
 
