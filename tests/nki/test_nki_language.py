@@ -208,3 +208,20 @@ def test_a_read_only_input_can_be_written_by_the_kernel():
     x.setflags(write=False)
     np.testing.assert_array_equal(nki.simulate(double_in_place)(x), A * 2)
     np.testing.assert_array_equal(x, A)
+
+
+@pytest.mark.parametrize("first, second, result", [
+    ("bfloat16", "float32", np.float32), ("int32", "float32", np.float32),
+    ("float16", "bfloat16", np.float32)])
+def test_a_binary_ops_dtype_does_not_depend_on_argument_order(first, second, result):
+    """The first tile's dtype won: nl.add(bf16, fp32) was bf16 and nl.multiply(int32, fp32) rounded
+    to int32, the other order fp32. The tiles now promote by the SDK's NKI type promotion."""
+    import ml_dtypes
+    as_numpy = {"bfloat16": ml_dtypes.bfloat16, "float32": np.float32, "int32": np.int32,
+                "float16": np.float16}
+    x, y = (np.ones((128, 64), as_numpy[name]) * 3 for name in (first, second))
+    for pair in ((x, y), (y, x)):
+        got = run(nl.multiply, *pair)
+        assert got.dtype == result and np.all(got == 9)
+    keep = (A > 0).astype(np.float32)
+    assert run(lambda c, t: nl.where(c, 2.0, t), keep, x).dtype == x.dtype  # a number takes the tile's dtype

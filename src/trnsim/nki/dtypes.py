@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
+from trnsim import numerics
 from trnsim.core.isa import Memory
 from trnsim.core.memory import Buffer, DType
 from trnsim.errors import ArgumentError, DTypeError
@@ -45,6 +46,35 @@ def dtype(value) -> DType:
     except KeyError:
         raise DTypeError(f"unknown dtype {value!r}", hint=f"use one of {', '.join(NAMES)}") from None
 
+
+
+_WIDENED_FLOATS = ("bfloat16", "float32")
+"""The new types two floats that do not hold each other widen to (e4m3 with e5m2: bf16; fp16
+with bf16: fp32); tf32 is never one."""
+
+
+def promoted(a: DType, b: DType) -> DType:
+    """The dtype two tiles' values combine in, by the SDK's "NKI Type Promotion" (SDK 2.26
+    nki/api/nki.api.shared.rst): (float, int): the float; (float, float): the one that holds the
+    other, else the first of `_WIDENED_FLOATS` that holds both; (int, int): the wider, or a widened
+    int, or float32 where that would take 64 bits (which the hardware lacks)."""
+    if a == b:
+        return a
+    if a.is_float != b.is_float:
+        return a if a.is_float else b
+    if a.is_float:
+        for candidate in (a, b, *map(dtype, _WIDENED_FLOATS)):
+            if _holds(candidate, a) and _holds(candidate, b):
+                return candidate
+        return dtype("float32")
+    widened = np.result_type(a.numpy, b.numpy)
+    return dtype("float32") if widened.itemsize > 4 else dtype(widened)
+
+
+def _holds(wide: DType, narrow: DType) -> bool:
+    """Whether every value of `narrow` is one of `wide` (as many exponent and mantissa bits)."""
+    w, n = numerics.get_format(wide.name), numerics.get_format(narrow.name)
+    return w.exponent_bits >= n.exponent_bits and w.mantissa_bits >= n.mantissa_bits
 
 def _name_of(value) -> str:
     if isinstance(value, str):

@@ -7,9 +7,11 @@ number or [P,1] tile (tensor_scalar); NKI does no other broadcasting.
 
 from __future__ import annotations
 
+import functools
 import math
 
 from trnsim.errors import ArgumentError, UnsupportedError
+from trnsim.nki import dtypes
 from trnsim.nki import isa as nisa
 from trnsim.nki.tensor import NkiTensor
 from trnsim.nki.tensor import axis_index as _axis_index
@@ -38,21 +40,31 @@ def _is_column(y, x) -> bool:
     return y.shape[0] == x.shape[0] and y.size == y.shape[0]
 
 
+def _result_dtype(dtype, *values):
+    """`dtype=` if given, else the tiles' promoted dtype (`dtypes.promoted`: bf16 with fp32 is fp32
+    whichever comes first); a number takes the tile's dtype, as a weakly typed scalar does."""
+    if dtype is not None:
+        return dtype
+    tiles = [dtypes.dtype(v.dtype) for v in values if isinstance(v, NkiTensor)]
+    return functools.reduce(dtypes.promoted, tiles).name if tiles else "float32"
+
+
 def _binary(name: str):
     def op(x, y, dtype=None):
         if not isinstance(x, NkiTensor) and not isinstance(y, NkiTensor):
             raise ArgumentError(f"x and y are both numbers ({x!r}, {y!r}); nl.{name} takes at least one tile")
         both = isinstance(x, NkiTensor) and isinstance(y, NkiTensor)
+        dtype = _result_dtype(dtype, x, y)
         if both and _is_column(x, y) and not _is_column(y, x):  # [P, 1] op [P, F]: the column is operand0
-            out = _new(y.shape, dtype or y.dtype)
+            out = _new(y.shape, dtype)
             return nisa.tensor_scalar(dst=out, data=y, op0=name, operand0=x, reverse0=True)
         if both and not _is_column(y, x):
-            out = _new(x.shape, dtype or x.dtype)
+            out = _new(x.shape, dtype)
             return nisa.tensor_tensor(dst=out, data1=x, data2=y, op=name)
         if isinstance(x, NkiTensor):
-            out = _new(x.shape, dtype or x.dtype)
+            out = _new(x.shape, dtype)
             return nisa.tensor_scalar(dst=out, data=x, op0=name, operand0=y)
-        out = _new(y.shape, dtype or y.dtype)
+        out = _new(y.shape, dtype)
         return nisa.tensor_scalar(dst=out, data=y, op0=name, operand0=x, reverse0=True)
     op.__name__ = op.nki_op = name
     op.scalar_arguments = ("x", "y")
@@ -212,7 +224,7 @@ def all(x, axis, dtype=None):  # noqa: A001 - NKI's name
 def where(condition, x, y, dtype=None):
     """x where condition is non-zero, else y (either may be a number)."""
     like = condition
-    out = _new(like.shape, dtype or (x.dtype if isinstance(x, NkiTensor) else "float32"))
+    out = _new(like.shape, _result_dtype(dtype, x, y))
     if isinstance(y, NkiTensor):
         nisa.tensor_copy(dst=out, src=y)
     else:

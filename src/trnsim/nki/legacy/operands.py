@@ -11,7 +11,6 @@ import math
 
 import numpy as np
 
-from trnsim import numerics
 from trnsim.core.isa import Memory
 from trnsim.core.memory import DType
 from trnsim.errors import ArgumentError, ShapeError
@@ -188,13 +187,8 @@ def result_dtype(dtype, *operands) -> str:
         return "float32"
     result = kinds[0]
     for kind in kinds[1:]:
-        result = _promoted(result, kind)
+        result = dtypes.promoted(result, kind)
     return result.name
-
-
-_WIDENED_FLOATS = ("bfloat16", "float32")
-"""The new types two floats that do not hold each other widen to (e4m3 with e5m2: bf16; fp16
-with bf16: fp32); tf32 is never one."""
 
 
 def _operand_dtype(value) -> DType | None:
@@ -209,29 +203,6 @@ def _operand_dtype(value) -> DType | None:
     if isinstance(value, float | np.floating):
         return dtypes.dtype("float32")
     return None
-
-
-def _promoted(a: DType, b: DType) -> DType:
-    """(float, int): the float; (float, float): the one that holds the other, else the first of
-    `_WIDENED_FLOATS` that holds both; (int, int): the wider, or a widened int, or float32 where
-    that would take 64 bits (which the hardware lacks)."""
-    if a == b:
-        return a
-    if a.is_float != b.is_float:
-        return a if a.is_float else b
-    if a.is_float:
-        for candidate in (a, b, *map(dtypes.dtype, _WIDENED_FLOATS)):
-            if _holds(candidate, a) and _holds(candidate, b):
-                return candidate
-        return dtypes.dtype("float32")
-    widened = np.result_type(a.numpy, b.numpy)
-    return dtypes.dtype("float32") if widened.itemsize > 4 else dtypes.dtype(widened)
-
-
-def _holds(wide: DType, narrow: DType) -> bool:
-    """Whether every value of `narrow` is one of `wide` (as many exponent and mantissa bits)."""
-    w, n = numerics.get_format(wide.name), numerics.get_format(narrow.name)
-    return w.exponent_bits >= n.exponent_bits and w.mantissa_bits >= n.mantissa_bits
 
 
 __all__ = ["Call", "new_tile", "par_dim", "result_dtype", "is_tile"]
