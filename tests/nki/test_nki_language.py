@@ -225,3 +225,17 @@ def test_a_binary_ops_dtype_does_not_depend_on_argument_order(first, second, res
         assert got.dtype == result and np.all(got == 9)
     keep = (A > 0).astype(np.float32)
     assert run(lambda c, t: nl.where(c, 2.0, t), keep, x).dtype == x.dtype  # a number takes the tile's dtype
+
+
+def test_a_repeated_reduction_axis_is_refused_and_bool_fills_work():
+    """nl.sum(x, axis=(1, 1)) was accepted (numpy refuses it); nl.full(shape, True, nl.bool_) was
+    refused ("must be a number fp32 holds")."""
+    with pytest.raises(ShapeError, match=r"axis=\(1, 1\) names a dim twice"):
+        run(lambda t: nl.sum(t, axis=(1, 1)), A)
+
+    @nki.jit
+    def filled(a):
+        out = nl.ndarray((2, 3), dtype=nl.bool_, buffer=nl.shared_hbm)
+        nl.store(out, nl.full((2, 3), True, nl.bool_))
+        return out
+    assert np.array_equal(np.asarray(nki.simulate(filled)(A)).astype(bool), np.ones((2, 3), bool))

@@ -105,6 +105,8 @@ def _address(address):
 
 def full(shape, fill_value, dtype, buffer=sbuf, name: str = "") -> NkiTensor:
     tile = ndarray(shape, dtype, buffer, name)
+    if isinstance(fill_value, bool | np.bool_):  # True/False fill a bool_ (or any) tile with 1/0
+        fill_value = int(fill_value)
     nisa.memset(dst=tile, value=fill_value)
     return tile
 

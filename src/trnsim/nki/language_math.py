@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 
-from trnsim.errors import ArgumentError, UnsupportedError
+from trnsim.errors import ArgumentError, ShapeError, UnsupportedError
 from trnsim.nki import dtypes
 from trnsim.nki import isa as nisa
 from trnsim.nki.tensor import NkiTensor
@@ -192,9 +192,13 @@ bitwise_not = invert
 
 
 def _axes(x, axis) -> tuple[int, ...]:
-    """The reduced dims, each inside the tile (refused, not wrapped, outside it)."""
+    """The reduced dims, each inside the tile (refused, not wrapped, outside it) and named once
+    (numpy refuses a repeated axis too)."""
     dims = axis if isinstance(axis, tuple | list) else (axis,)
-    return tuple(sorted({_axis_index(a, x.ndim, f"axis={axis!r}") for a in dims}))
+    found = [_axis_index(a, x.ndim, f"axis={axis!r}") for a in dims]
+    if len(set(found)) != len(found):
+        raise ShapeError(f"axis={axis!r} names a dim twice")
+    return tuple(sorted(found))
 
 
 def mean(x, axis, dtype=None, keepdims=False):
