@@ -47,7 +47,6 @@ def dtype(value) -> DType:
         raise DTypeError(f"unknown dtype {value!r}", hint=f"use one of {', '.join(NAMES)}") from None
 
 
-
 _WIDENED_FLOATS = ("bfloat16", "float32")
 """The new types two floats that do not hold each other widen to (e4m3 with e5m2: bf16; fp16
 with bf16: fp32); tf32 is never one."""
@@ -75,6 +74,7 @@ def _holds(wide: DType, narrow: DType) -> bool:
     """Whether every value of `narrow` is one of `wide` (as many exponent and mantissa bits)."""
     w, n = numerics.get_format(wide.name), numerics.get_format(narrow.name)
     return w.exponent_bits >= n.exponent_bits and w.mantissa_bits >= n.mantissa_bits
+
 
 def _name_of(value) -> str:
     if isinstance(value, str):
