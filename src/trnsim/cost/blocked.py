@@ -118,9 +118,9 @@ def _clipped_counts(op: Blocked, counts: list[int]) -> list[int]:
 
 def _halved(op: Blocked, clipped: list[int], counts: list[int]) -> list[int]:
     """The clipped grid with the axis clipped most (then the longest) halved: the second grid, for
-    the slope, measured along the way the full grid extends (a matmul's slope taken along its
-    contraction instead, where each output tile's chain shortens, came out 14% steep). That axis
-    was clipped, so it holds at least two tiles (`_clipped_counts`)."""
+    the slope, measured along the way the full grid extends (along a matmul's contraction instead,
+    each output tile's chain shortens and the slope comes out steep: docs/timing.md). That axis was
+    clipped, so it holds at least two tiles (`_clipped_counts`)."""
     axes = [axis for axis in range(len(clipped)) if op.clippable(axis)]
     axis = max(axes, key=lambda a: (counts[a] / clipped[a], clipped[a]))
     return [n // 2 if a == axis else n for a, n in enumerate(clipped)]
