@@ -233,4 +233,12 @@ def test_report_file_names_stay_distinct_when_labels_do_not():
     """Launch labels `k#1` and `k_1` both became k_1.html: the report directory was then refused.
     A kernel launched once keeps its own name; the numbered launch gives way."""
     from trnsim.cli.run import unique_stems
-    assert unique_stems(["k#1", "k_1", "a/b", "a_b", "K#1"]) == ["k_1-2", "k_1", "a_b", "a_b-2", "K_1-3"]
+    assert unique_stems(["k#1", "k_1", "a/b", "a_b", "K#1"]) == ["k_1-2", "k_1", "a_b-2", "a_b", "K_1-3"]
+
+
+def test_launch_labels_are_distinct_and_a_kernel_launched_once_keeps_its_name():
+    from trnsim.cli.run import launch_labels, unique_stems
+
+    labels = launch_labels(["k#1", "k", "k", "..", "kernel"])
+    assert labels == ["k#1", "k#2", "k#3", "..", "kernel"]
+    assert unique_stems(labels) == ["k_1", "k_2", "k_3", "kernel-2", "kernel"]

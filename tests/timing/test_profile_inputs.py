@@ -61,7 +61,7 @@ def test_the_spill_queue_is_an_engine_of_its_own_so_no_dma_busy_time_exceeds_the
     assert all(0 < use.busy_fraction <= 1 for use in summary.engines.values())
 
 
-@pytest.mark.parametrize("flops", [-1e9, math.nan, math.inf, "1e9", True])
+@pytest.mark.parametrize("flops", [-1e9, -0.0, 10**400, math.nan, math.inf, "1e9", True])
 def test_model_flops_must_be_a_finite_number(flops):
     timeline = schedule(Trace("trn2", [load(region(Memory.SBUF, 512), region(Memory.HBM, 512))]), "trn2")
     with pytest.raises(ConfigError, match="model_flops"):
@@ -91,6 +91,30 @@ def test_no_targets_is_refused_rather_than_replaced():
     trace = nki.trace(matmuls, *ARGS, target="trn2")
     with pytest.raises(ConfigError, match="names no target"):
         profile_trace(trace, [])
+
+
+def test_bad_profile_arguments_are_config_errors_naming_the_argument(tmp_path):
+    trace = nki.trace(matmuls, *ARGS, target="trn2")
+    calls = {"target=": lambda: profile(matmuls, *ARGS, target="trn2"),
+             "targets=5": lambda: profile(matmuls, *ARGS, targets=5),
+             "targets: None": lambda: profile(matmuls, *ARGS, targets=[None]),
+             "targets=5 ": lambda: profile_trace(trace, 5),
+             "summarize takes a Timeline": lambda: summarize(trace),
+             "stem=5": lambda: profile(matmuls, *ARGS, targets="trn2").write(tmp_path, stem=5)}
+    for words, call in calls.items():
+        with pytest.raises(ConfigError, match=words.strip()):
+            call()
+    assert list(profile_trace(trace, "trn1")) == ["trn1"]      # one name is one target
+
+
+def test_a_profile_is_found_by_its_core_spec_and_names_what_it_was_profiled_on():
+    spec = hardware.core("trn2")
+    result = profile(matmuls, *ARGS, targets=[spec, "trn2", "trn1"])
+    assert list(result.results) == [spec.name, "trn1"]          # one core is timed once
+    assert result.summary(spec) is result.summary("trn2")
+    for unknown in ("trn9", "inf1", None):
+        with pytest.raises(ConfigError, match=f"not profiled on {unknown!r}.*profiled on: "):
+            result.summary(unknown)
 
 
 def test_a_core_spec_may_be_the_first_target():

@@ -115,3 +115,27 @@ def test_a_failed_pair_of_writes_gives_an_existing_file_its_old_contents(tmp_pat
     with pytest.raises(ConfigError, match="b.json"):
         write_all({first: "new page", second: "{}"})
     assert first.read_text() == "the user's page" and sorted(p.name for p in tmp_path.iterdir()) == ["a.html"]
+
+
+@nki.jit
+def _invariant_product_with_a_slow_reader(x):
+    a = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a, src=x)
+    t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    for _ in range(3):
+        nisa.tensor_tensor(dst=t, data1=a, data2=a, op=nl.multiply)   # loop invariant
+        nisa.dma_copy(dst=out, src=t)                                  # t's reader: a WAR wait
+    return out
+
+
+def test_a_reused_result_that_waits_for_a_reader_puts_the_reader_on_the_critical_path():
+    trace = nki.trace(_invariant_product_with_a_slow_reader, nki.TensorSpec((128, 512), "float32"),
+                      target="trn2")
+    trace.compiler = NEURONX_CC
+    timeline = schedule(trace)
+    assert timeline.end_s[3] == timeline.start_s[3] > timeline.end_s[1]   # reused, after the store
+    assert timeline.waited_on[3] == 2
+    path = timeline.critical_path()
+    assert all(timeline.end_s[a] <= timeline.start_s[b] for a, b in zip(path, path[1:], strict=False))
+    assert 2 in path

@@ -8,6 +8,8 @@ from trnsim.core.isa import Engine, Memory, Opcode
 from trnsim.core.trace import Region, Trace
 from trnsim.errors import ConfigError, UnsupportedError
 from trnsim.timing.costs import instruction_seconds, issue_latency_s
+from trnsim.timing.perfetto import chrome_trace
+from trnsim.timing.profile import summarize
 from trnsim.timing.schedule import latency_s, schedule
 
 SBUF, PSUM, HBM = Memory.SBUF, Memory.PSUM, Memory.HBM
@@ -252,6 +254,11 @@ def test_a_partition_broadcast_copy_runs_on_the_tensor_engine():
     ])
     timeline = schedule(trace, "trn1")
     assert [timeline.lanes[lane] for lane in timeline.lane[2:].tolist()] == ["tensor", "vector"]
+    events = [e for e in chrome_trace({"k": timeline})["traceEvents"] if e["ph"] == "X"]
+    engines = [(e["cat"], e["args"]["engine"]) for e in events[2:]]
+    assert engines == [("tensor", "tensor"), ("vector", "vector")]
+    top = {hotspot.opcode + " " + hotspot.engine for hotspot in summarize(timeline).top}
+    assert "tensor_copy tensor" in top and "tensor_copy vector" in top
 
 
 @pytest.mark.parametrize("free, passes", [(512, 1), (1024, 2)])

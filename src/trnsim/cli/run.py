@@ -27,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import traceback
+from collections import Counter
 from pathlib import Path
 
 from rich.console import Console
@@ -223,14 +224,21 @@ def _print_script_traceback(error: Exception, script: str) -> None:
     traceback.print_exception(type(error), error, frames)
 
 
-def _labels(launches: list[tuple[str, object]]) -> list[str]:
-    """Kernel names, numbered when one kernel was launched more than once."""
-    names = [name for name, _ in launches]
-    seen: dict[str, int] = {}
+def launch_labels(names: list[str]) -> list[str]:
+    """Kernel names, numbered (`k#1`, `k#2`) when one kernel was launched more than once; a
+    number that another kernel's own name holds (a kernel named `k#1`) is skipped, so every label
+    is distinct and a kernel launched once keeps its name."""
+    counts = Counter(names)
+    taken = {name for name in names if counts[name] == 1}
+    numbers: dict[str, int] = {}
     labels = []
     for name in names:
-        seen[name] = seen.get(name, 0) + 1
-        labels.append(f"{name}#{seen[name]}" if names.count(name) > 1 else name)
+        label = name
+        while counts[name] > 1 and (label == name or label in taken):
+            numbers[name] = numbers.get(name, 0) + 1
+            label = f"{name}#{numbers[name]}"
+        taken.add(label)
+        labels.append(label)
     return labels
 
 
@@ -243,7 +251,7 @@ def profile_launches(launches, targets: list[str], console: Console) -> list[Ker
     profiles = []
     with Progress(console=console, transient=True, disable=not console.is_terminal) as progress:
         task = progress.add_task("timing kernels", total=len(launches) * len(targets))
-        for label, (_, trace) in zip(_labels(launches), launches, strict=True):
+        for label, (_, trace) in zip(launch_labels([name for name, _ in launches]), launches, strict=True):
             results = {}
             for target in targets:
                 progress.update(task, description=f"timing {label} on {target} "
@@ -261,11 +269,12 @@ def profile_launches(launches, targets: list[str], console: Console) -> list[Ker
 
 def unique_stems(labels: list[str]) -> list[str]:
     """A file stem per launch label, distinct even where two labels differ only in characters a
-    file name cannot hold (`k#1` and `k_1`), or in case. Kernels launched once keep their own
-    name; a numbered launch (`k#2`) that would take another's gets -2, -3, ..."""
+    file name cannot hold (`k#1` and `k_1`), or in case. A label that is a file name already
+    (a kernel launched once, named so) keeps it; any other (`k#2`, `..`) that would take another's
+    stem gets -2, -3, ..."""
     taken: set[str] = set()
     stems: list[str | None] = [None] * len(labels)
-    plain_first = sorted(range(len(labels)), key=lambda index: "#" in labels[index])
+    plain_first = sorted(range(len(labels)), key=lambda index: safe_name(labels[index]) != labels[index])
     for index in plain_first:
         stem = base = safe_name(labels[index])
         number = 2

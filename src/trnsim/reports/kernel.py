@@ -15,11 +15,11 @@ from rich.table import Table
 
 from trnsim import hardware
 from trnsim.core.trace import Trace
-from trnsim.errors import ConfigError
+from trnsim.errors import ConfigError, TrnsimError
 from trnsim.hardware.specs import CoreSpec
 from trnsim.timing.costs import core_spec
 from trnsim.timing.perfetto import chrome_trace_json, write_all
-from trnsim.timing.profile import Summary, check_model_flops, profile_trace
+from trnsim.timing.profile import Summary, check_model_flops, profile_trace, target_list
 from trnsim.timing.report_html import report_html
 from trnsim.timing.schedule import Timeline
 
@@ -34,13 +34,17 @@ class KernelProfile:
     trace: Trace
     results: Mapping[str, tuple[Timeline, Summary]]
 
-    def summary(self, target: str) -> Summary:
-        """The summary on `target`, as given to `profile` or as any name of the same core."""
-        if target in self.results:
+    def summary(self, target: str | CoreSpec) -> Summary:
+        """The summary on `target`, as given to `profile` or as any name (or CoreSpec) of the
+        same core."""
+        if isinstance(target, str) and target in self.results:
             return self.results[target][1]
-        wanted = core_spec(target).name if isinstance(target, str) else None
+        try:
+            wanted = core_spec(target) if isinstance(target, (str, CoreSpec)) else None
+        except TrnsimError:  # not a core this catalog times: it was not profiled either
+            wanted = None
         for timeline, summary in self.results.values():
-            if timeline.core.name == wanted:
+            if wanted is not None and timeline.core == wanted:
                 return summary
         raise ConfigError(f"{self.name} was not profiled on {target!r}",
                           hint=f"profiled on: {', '.join(self.results)}")
@@ -55,6 +59,9 @@ class KernelProfile:
     def files(self, directory: str | Path, stem: str | None = None) -> dict[Path, str]:
         """The report's files by path: `<stem>.html` (self-contained report) and `<stem>.json`
         (Perfetto) under `directory`; the stem (default: the kernel's name) made file-name safe."""
+        if stem is not None and not isinstance(stem, str):
+            raise ConfigError(f"stem={stem!r}: the report's file name stem is text",
+                              hint="e.g. stem='matmul'")
         stem = safe_name(self.name if stem is None else stem)
         directory = Path(directory)
         timelines = {f"{self.name} {target}": pair[0] for target, pair in self.results.items()}
@@ -74,22 +81,8 @@ def safe_name(name: str) -> str:
 
 
 def timed_targets(targets) -> list:
-    """The targets to time on: one name, or several (names or CoreSpecs), default trn1-trn3; a
-    core named twice (`trn2` and `TRN2`) is timed once. An empty list is refused."""
-    if targets is None:
-        return list(DEFAULT_TARGETS)
-    if isinstance(targets, (str, CoreSpec)):
-        targets = [targets]
-    chosen, seen = [], set()
-    for target in targets:
-        key = core_spec(target).name if isinstance(target, str) else id(target)
-        if key not in seen:
-            seen.add(key)
-            chosen.append(target)
-    if not chosen:
-        raise ConfigError("targets=[] names no target to time on",
-                          hint=f"e.g. targets={list(DEFAULT_TARGETS)!r}, or leave it out")
-    return chosen
+    """The targets to time on: one name or CoreSpec, or several (`target_list`), default trn1-trn3."""
+    return list(DEFAULT_TARGETS) if targets is None else target_list(targets)
 
 
 def time_trace(name: str, trace: Trace, targets=None, *, model_flops: float | None = None) -> KernelProfile:
@@ -108,6 +101,9 @@ def profile(kernel, *args, targets=None, model_flops: float | None = None, **kwa
     from trnsim import nki  # imported on use: loading the front end takes about half a second
 
     check_model_flops(model_flops)  # before the kernel is traced
+    if "target" in kwargs:  # nki.trace's own argument: it cannot reach the kernel
+        raise ConfigError(f"target={kwargs['target']!r}: profile times on `targets`",
+                          hint=f"targets={kwargs['target']!r}")
     targets = timed_targets(targets)
     trace = nki.trace(kernel, *args, target=_trace_target(targets[0]), **kwargs)
     name = getattr(kernel, "__name__", type(kernel).__name__)

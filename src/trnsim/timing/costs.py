@@ -203,6 +203,9 @@ def matmul_rows_per_pass(ins: Instruction, core: CoreSpec) -> float:
     """fp8 double-row mode lays both contraction rows out in the free dims ([128, 2, N]), so
     the free size counts each column twice and the array streams two per cycle."""
     if ins.param("perf_mode") == "double_row":
+        if "double_row" not in core.matmul_perf_modes:
+            raise ConfigError(f"{ins}: perf_mode=double_row is not a mode of {core.name}",
+                              hint="time this trace on a generation that has it (trn2 or later)")
         tensor = core.engines[Engine.TENSOR.value]
         return tensor.width("fp8") / tensor.width("default")
     return 1.0

@@ -48,12 +48,12 @@ def trace_events(timeline: Timeline, pid: int, label: str) -> list[dict]:
                        "args": {"sort_index": rank}})
     starts = (timeline.start_s * _US_PER_S).tolist()
     durations = (timeline.duration_s * _US_PER_S).tolist()
-    lanes = timeline.lane.tolist()
+    lanes, engines = timeline.lane.tolist(), timeline.engine_names()
     for index, ins in enumerate(timeline.trace):
-        events.append({"name": ins.opcode.value, "cat": ins.engine.value, "ph": "X",
+        events.append({"name": ins.opcode.value, "cat": engines[index], "ph": "X",
                        "ts": starts[index], "dur": durations[index], "pid": pid,
                        "tid": lanes[index],
-                       "args": {"index": index, "engine": ins.engine.value, "operands": operands_text(ins),
+                       "args": {"index": index, "engine": engines[index], "operands": operands_text(ins),
                                 "where": str(ins.where) if ins.where else ""}})
     return events
 

@@ -26,7 +26,7 @@ from trnsim.core.isa import DMA, MATMUL, Engine, Opcode
 from trnsim.core.trace import Instruction, Trace
 from trnsim.errors import ConfigError
 from trnsim.hardware.specs import CoreSpec
-from trnsim.timing.costs import dma_bytes, matmul_rows_per_pass, matmul_values_per_item
+from trnsim.timing.costs import core_spec, dma_bytes, matmul_values_per_item
 from trnsim.timing.schedule import Timeline, lane_name, schedule
 
 _PEAK_CLASS = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "tfloat32": "tf32",
@@ -107,12 +107,13 @@ def peak_class(ins: Instruction) -> str:
 
 
 def matmul_flops(ins: Instruction, core: CoreSpec) -> float:
-    """2*K*M*N of one matmul; K counts both rows of a double-row pass and every value of an MX
-    x4 item."""
+    """2*K*M*N of one matmul; K counts both rows of a double-row pass (its [P, 2, F] layout holds
+    two contraction rows per partition, so each free size counts its columns twice) and every
+    value of an MX x4 item."""
     stationary, moving = ins.inputs[0], ins.inputs[1]
     per_partition = stationary.elements_per_partition * moving.elements_per_partition
-    packed = matmul_values_per_item(ins, core) / matmul_rows_per_pass(ins, core)
-    return 2.0 * moving.partition_count * per_partition * packed
+    rows = 2 if ins.param("perf_mode") == "double_row" else 1
+    return 2.0 * moving.partition_count * per_partition * matmul_values_per_item(ins, core) / rows
 
 
 def _where(ins: Instruction) -> str:
@@ -149,8 +150,9 @@ def _engine_use(timeline: Timeline) -> dict[str, EngineUse]:
 def _top(timeline: Timeline, count: int) -> tuple[Hotspot, ...]:
     """The kernel lines and opcodes that kept engines busy longest."""
     totals: dict[tuple, list] = {}
-    for ins, seconds in zip(timeline.trace, timeline.duration_s.tolist(), strict=True):
-        entry = totals.setdefault((ins.opcode.value, ins.engine.value, _where(ins)), [0, 0.0])
+    rows = zip(timeline.trace, timeline.engine_names(), timeline.duration_s.tolist(), strict=True)
+    for ins, engine, seconds in rows:
+        entry = totals.setdefault((ins.opcode.value, engine, _where(ins)), [0, 0.0])
         entry[0] += 1
         entry[1] += seconds
     ranked = sorted(totals.items(), key=lambda item: -item[1][1])[:count]
@@ -171,6 +173,9 @@ def _critical(timeline: Timeline, count: int) -> tuple[float, tuple[Hotspot, ...
 
 def summarize(timeline: Timeline, *, model_flops: float | None = None, top: int = 10) -> Summary:
     """The profile of a scheduled trace."""
+    if not isinstance(timeline, Timeline):
+        raise ConfigError(f"summarize takes a Timeline, got {type(timeline).__name__}",
+                          hint="timeline = schedule(trace, target)")
     check_model_flops(model_flops)
     if type(top) is not int or top < 0:
         raise ConfigError(f"top={top!r}: the number of hotspots to list is a whole number >= 0")
@@ -179,7 +184,6 @@ def summarize(timeline: Timeline, *, model_flops: float | None = None, top: int 
     flops, busy_peak = 0.0, 0.0
     moved, unpublished, cores = 0, set(), trace.cores
     for ins in trace:
-        cores = max(cores, ins.core + 1)  # a hand-built trace may not say how many cores it ran on
         if ins.opcode in MATMUL:
             work = matmul_flops(ins, core)
             peak = core.peak_flops.get(peak_class(ins))
@@ -209,20 +213,45 @@ def summarize(timeline: Timeline, *, model_flops: float | None = None, top: int 
 def check_model_flops(model_flops) -> None:
     if model_flops is None:
         return
-    if isinstance(model_flops, bool) or not isinstance(model_flops, numbers.Real) \
-            or not math.isfinite(model_flops) or model_flops < 0:
+    real = isinstance(model_flops, numbers.Real) and not isinstance(model_flops, bool)
+    try:
+        number = float(model_flops) if real else math.nan
+    except OverflowError:  # an int too large for a float
+        number = math.inf
+    if not math.isfinite(number) or math.copysign(1.0, number) < 0:
         raise ConfigError(f"model_flops={model_flops!r}: the model's FLOPs are a finite number >= 0",
                           hint="e.g. model_flops=2 * M * N * K for a matmul")
 
 
-def profile_trace(trace: Trace, targets: Iterable[str | CoreSpec] | None = None, *,
-                  model_flops: float | None = None) -> dict[str, tuple[Timeline, Summary]]:
-    """Time one trace on each target (default: its own) and summarize each timeline."""
-    targets = (trace.target,) if targets is None else tuple(targets)
-    if not targets:
-        raise ConfigError("targets=[] names no target to time on", hint="leave it out to use the trace's own")
-    results = {}
+def target_list(targets) -> list[str | CoreSpec]:
+    """`targets` as a list: one target (a name or a CoreSpec) or several; a core named twice
+    (`trn2`, `TRN2`, its CoreSpec) is kept once. Anything else is a ConfigError naming it."""
+    if isinstance(targets, (str, CoreSpec)):
+        targets = [targets]
+    if not isinstance(targets, Iterable):
+        raise ConfigError(f"targets={targets!r}: give a target name, a CoreSpec or a list of them",
+                          hint="e.g. targets=['trn1', 'trn2']")
+    chosen, cores = [], []
     for target in targets:
+        if not isinstance(target, (str, CoreSpec)):
+            raise ConfigError(f"targets: {target!r} is not a target name or a CoreSpec",
+                              hint="e.g. targets=['trn1', 'trn2']")
+        core = core_spec(target)
+        if core not in cores:
+            cores.append(core)
+            chosen.append(target)
+    if not chosen:
+        raise ConfigError("targets=[] names no target to time on",
+                          hint="name one (targets='trn2'), or leave it out")
+    return chosen
+
+
+def profile_trace(trace: Trace, targets: str | CoreSpec | Iterable[str | CoreSpec] | None = None, *,
+                  model_flops: float | None = None) -> dict[str, tuple[Timeline, Summary]]:
+    """Time one trace on each target (one, or a list; default: its own) and summarize each."""
+    check_model_flops(model_flops)
+    results = {}
+    for target in [trace.target] if targets is None else target_list(targets):
         timeline = schedule(trace, target)
         results[timeline.target] = (timeline, summarize(timeline, model_flops=model_flops))
     return results

@@ -67,7 +67,9 @@ def _piecewise(starts: np.ndarray, ends: np.ndarray, values: np.ndarray):
 
 
 def _dma_rate(timeline: Timeline, edges: np.ndarray) -> np.ndarray:
-    """Bytes per second the DMA queues moved in each slice between `edges`."""
+    """Bytes per second the DMA queues moved in each slice between `edges`, at most the core's
+    rate (per physical core): a spill runs at that whole rate beside the kernel's queues, and the
+    bandwidth it takes from them is not modelled, so the sum would show more than the core has."""
     rows = [(i, dma_bytes(ins)) for i, ins in enumerate(timeline.trace) if ins.engine is Engine.DMA]
     if not rows:
         return np.zeros(len(edges) - 1)
@@ -78,26 +80,32 @@ def _dma_rate(timeline: Timeline, edges: np.ndarray) -> np.ndarray:
     times, rate = _piecewise(starts, ends, rates)
     carried = np.concatenate([[0.0], np.cumsum(rate[:-1] * np.diff(times))])  # bytes moved by each event
     cumulative = np.interp(edges, times, carried)
-    return np.diff(cumulative) / np.diff(edges)
+    cores = len({core for _engine, core in timeline.lane_engines})
+    return np.minimum(np.diff(cumulative) / np.diff(edges), timeline.core.dma_bytes_per_s * cores)
 
 
 def _occupancy(timeline: Timeline, memory: Memory, middles: np.ndarray) -> np.ndarray:
-    """Bytes per partition of `memory` held by allocations between their first and last use."""
-    spans: dict[int, list[float]] = {}
+    """Bytes per partition of `memory` held, on the fullest core: each placement of an allocation
+    (its core, buffer and address; a spilled tile has two) holds its own bytes from its first use
+    to its last, so a tile is counted once, and not at all while it is spilled to HBM."""
+    spans: dict[tuple, list] = {}
     times = zip(timeline.trace, timeline.start_s.tolist(), timeline.end_s.tolist(), strict=True)
     for ins, start, end in times:
         for region in ins.outputs + ins.inputs:
             if region.memory is memory:
                 low, high = region.byte_span()
-                span = spans.setdefault(region.buffer, [start, end, low, high])
+                key = (ins.core, region.buffer, region.address_bytes)
+                span = spans.setdefault(key, [start, end, low, high])
                 span[0], span[1] = min(span[0], start), max(span[1], end)
                 span[2], span[3] = min(span[2], low), max(span[3], high)
-    if not spans:
-        return np.zeros(len(middles))
-    first, last, low, high = (np.array(column) for column in zip(*spans.values(), strict=True))
-    times, held = _piecewise(first, last, high - low + 1)
-    position = np.searchsorted(times, middles, side="right") - 1
-    return np.where(position >= 0, held[np.maximum(position, 0)], 0.0)
+    held = np.zeros(len(middles))
+    for core in {key[0] for key in spans}:
+        first, last, low, high = (np.array(column) for column in zip(
+            *(span for key, span in spans.items() if key[0] == core), strict=True))
+        times, total = _piecewise(first, last, high - low + 1)
+        position = np.searchsorted(times, middles, side="right") - 1
+        held = np.maximum(held, np.where(position >= 0, total[np.maximum(position, 0)], 0.0))
+    return held
 
 
 def usage_series(timeline: Timeline, slices: int = 200) -> dict:
@@ -185,6 +193,16 @@ def summary_html(summary: Summary, unit: tuple[str, float] = ("ms", 1e-3)) -> st
             f"<h3>Top instructions by time</h3><table>{''.join(top)}</table>")
 
 
+def _over_capacity_html(usage: dict) -> str:
+    """A visible warning for each memory the modelled schedule holds more of than the core has."""
+    notes = [f"{name.upper()}: the modelled schedule holds up to {max(usage[name]):,.0f} B/partition, "
+             f"more than the {usage[name + '_capacity']:,} the core has. The timeline runs loads ahead "
+             "without waiting for the space they reuse (prefetch is unbounded: see docs/timing.md, "
+             "Not modelled), so tiles at the same addresses overlap in time."
+             for name in ("sbuf", "psum") if max(usage[name], default=0) > usage[name + "_capacity"]]
+    return "".join(f'<p class="warn">{html.escape(note)}</p>' for note in notes)
+
+
 def comparison_html(results: Mapping[str, tuple[Timeline, Summary]], unit: tuple[str, float]) -> str:
     """The targets side by side: latency, HFU and the busiest engine of each (several targets only)."""
     if len(results) < 2:
@@ -204,13 +222,15 @@ def report_html(results: Mapping[str, tuple[Timeline, Summary]], title: str = "t
     unit = page_unit([timeline.latency_s for timeline, _summary in results.values()])
     sections, scripts = [], []
     for number, (label, (timeline, summary)) in enumerate(results.items()):
-        data = json.dumps(timeline_data(timeline), separators=(",", ":")).replace("</", "<\\/")
+        data = timeline_data(timeline)
+        warning = _over_capacity_html(data["usage"])
+        data = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
         scripts.append(f'<script type="application/json" id="d{number}">{data}</script>')
         sections.append(f"<h2>{html.escape(label)} ({html.escape(summary.core)})</h2>"
                         f"{summary_html(summary, unit)}{_dma_queues_html(timeline, unit)}<h3>Timeline</h3>"
                         f'<canvas width="1200" data-src="d{number}"></canvas>'
                         "<h3>DMA bandwidth and on-chip memory held, over the kernel</h3>"
-                        f'<canvas width="1200" height="150" data-usage="d{number}"></canvas>')
+                        f'<canvas width="1200" height="150" data-usage="d{number}"></canvas>{warning}')
     return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(title)}</title><style>{_asset('report.css')}</style></head>"
             f'<body data-unit="{unit[0]}" data-unit-ns="{unit[1] * 1e9:g}">'

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from trnsim import hardware
 from trnsim.core.isa import MATMUL, Engine, Opcode
 from trnsim.core.runtime import current as current_runtime
 from trnsim.core.trace import NEURONX_CC, Instruction, Trace
@@ -63,6 +64,12 @@ class Timeline:
     @property
     def duration_s(self) -> np.ndarray:
         return self.end_s - self.start_s
+
+    def engine_names(self) -> list[str]:
+        """The engine each instruction ran on (its lane's: a partition broadcast copy runs on
+        the Tensor Engine)."""
+        names = [engine.value for engine, _core in self.lane_engines]
+        return [names[lane] for lane in self.lane.tolist()]
 
     def lane_rank(self) -> list[int]:
         """Display position of each lane: per core, Tensor, Vector, Scalar, GpSimd, DMA queues."""
@@ -141,15 +148,15 @@ class _Lanes:
             self.last.append(-1)
         return lane
 
-    def dma(self, ins: Instruction, ready_s: float) -> int:
-        """The kernel's queue if it named one; else the queue that frees first, unless the
-        transfer waits for its data anyway: then the busiest queue that is free by then, so
+    def dma(self, ins: Instruction, core: int, ready_s: float) -> int:
+        """The kernel's queue on `core` if it named one; else the queue that frees first, unless
+        the transfer waits for its data anyway: then the busiest queue that is free by then, so
         early-free queues stay open for transfers that are ready now (best fit)."""
-        base = self.dma_base.get(ins.core)
+        base = self.dma_base.get(core)
         if base is None:  # a core's queues are made together: lanes base .. base + queues - 1
-            base = self.dma_base[ins.core] = len(self.names)
+            base = self.dma_base[core] = len(self.names)
             for queue in range(self.queues):
-                self.lane(Engine.DMA, ins.core, queue)
+                self.lane(Engine.DMA, core, queue)
         queue = ins.params.get("queue")
         if type(queue) is int:  # a named issuing engine ("sync", "gpsimd") picks no queue
             if not 0 <= queue < self.queues:
@@ -175,16 +182,58 @@ def _is_partition_broadcast(ins: Instruction, accesses: list[tuple]) -> bool:
 def schedule(trace: Trace, target: str | CoreSpec | None = None, *,
              not_before: dict[int, float] | None = None) -> Timeline:
     """Time `trace` on `target` (default: the target it was recorded for). `not_before` holds
-    instructions that wait for other ranks: index -> the earliest second they may start."""
+    instructions that wait for other ranks: index -> the earliest second they may start.
+
+    The cores of an LNC=2 trace meet where the kernel makes them: a `core_barrier` starts once
+    every core has reached it, a `sendrecv` once its sender's matching `sendrecv` has started (its
+    data is ready). As for ranks (`system.timeline`), the trace is scheduled again with the later
+    starts held until no start moves (each pass only delays, so it ends)."""
+    hold = dict(not_before or {})
+    meetings = _meetings(trace) if trace.cores > 1 else []
     # The loop makes many small lists and tuples and no reference cycles; the cyclic collector
     # would rescan them again and again (it doubled the time on 100k-instruction traces).
     with current_runtime().gc_paused():
-        return _schedule(trace, target, not_before or {})
+        while True:
+            timeline = _schedule(trace, target, hold)
+            moved = False
+            for waiter, waited in meetings:
+                start = max(float(timeline.start_s[index]) for index in waited)
+                if timeline.start_s[waiter] < start:
+                    hold[waiter], moved = start, True
+            if not moved:
+                return timeline
+
+
+def _meetings(trace: Trace) -> list[tuple[int, list[int]]]:
+    """(instruction, the instructions on other cores it cannot start before): the k-th
+    `core_barrier` of each core waits for the k-th of every core; the k-th `sendrecv` a core
+    receives from a peer on a pipe waits for the k-th the peer sends to it on that pipe."""
+    barriers: dict[int, list[int]] = {}
+    sent: dict[tuple, list[int]] = {}  # (sender, receiver, pipe) -> its sendrecvs in order
+    for index, ins in enumerate(trace):
+        if ins.opcode is Opcode.CORE_BARRIER:
+            barriers.setdefault(ins.core, []).append(index)
+        elif ins.opcode is Opcode.SENDRECV:
+            sent.setdefault((ins.core, ins.param("send_to_rank"), ins.param("pipe_id")), []).append(index)
+    complete = zip(*barriers.values(), strict=False)  # a barrier one core never reaches meets nobody
+    meetings = [(index, list(group)) for group in complete for index in group]
+    received: dict[tuple, int] = {}
+    for index, ins in enumerate(trace):
+        if ins.opcode is Opcode.SENDRECV:
+            key = (ins.param("recv_from_rank"), ins.core, ins.param("pipe_id"))
+            step = received[key] = received.get(key, -1) + 1
+            if step < len(sent.get(key, ())):
+                meetings.append((index, [sent[key][step]]))
+    return meetings
 
 
 def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int, float]) -> Timeline:
     target = trace.target if target is None else target
     core = core_spec(target)
+    physical = trace.cores  # a grid's programs share them: program p runs on core p % physical
+    if physical > 1 and not hardware.has_lnc2(core):
+        raise ConfigError(f"the trace ran on a logical core of {physical} physical cores (LNC=2), "
+                          f"which {core.name} does not have", hint="time it on trn2 or later")
     costs = _Costs(core)
     count = len(trace)
     lane_of, start_s, end_s, waited_on = [0] * count, [0.0] * count, [0.0] * count, [-1] * count
@@ -194,10 +243,11 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
     dma, free, last = Engine.DMA, lanes.free_s, lanes.last
     engine_lanes: dict[tuple[Engine, int], int] = {}
     operands, record = hazards.operands, hazards.record
-    copy, tensor_tensor = Opcode.TENSOR_COPY, Opcode.TENSOR_TENSOR
+    copy, tensor_tensor, barrier = Opcode.TENSOR_COPY, Opcode.TENSOR_TENSOR, Opcode.CORE_BARRIER
     broadcasts: set[int] = set()  # allocations a TensorE partition broadcast left in PSUM
     reuse = ResultReuse() if trace.compiler == NEURONX_CC else None
     for index, ins in enumerate(trace):
+        on = ins.core % physical
         shapes, accesses, ready, blocker = operands(ins)
         kind = (ins.opcode, ins.engine, shapes)
         try:
@@ -222,25 +272,25 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
             if earlier is not None:  # the compiler keeps the earlier result: nothing runs
                 end = max(end_s[earlier], data_ready)
                 lane_of[index], start_s[index], end_s[index] = lane_of[earlier], end, end
-                waited_on[index] = earlier
+                waited_on[index] = earlier if end_s[earlier] >= data_ready else blocker
                 record(accesses, end, index)
                 continue
         if engine is dma:  # a collective runs on the collective cores' stream, beside the queues
             if ins.opcode is Opcode.COLLECTIVE:
-                lane = lanes.lane(dma, ins.core, "_cc")
+                lane = lanes.lane(dma, on, "_cc")
             elif ins.params.get("spill"):
                 # The compiler's spill queue, served by every DMA engine of the core (the
                 # published mamba_v2 profile at seq 8192 reloads a spilled 4 MiB tile in about
                 # 17 us, the core's whole rate: aws-neuron-sdk nki/img/mamba_v2_8K_seqlen_zoomed.png,
                 # nki/guides/tutorials/fused_mamba.rst); its share of the engines' bandwidth is
                 # not taken from the others.
-                lane, seconds = lanes.lane(dma, ins.core, "_spill"), seconds / lanes.queues
+                lane, seconds = lanes.lane(dma, on, "_spill"), seconds / lanes.queues
             else:
-                lane = lanes.dma(ins, ready)
+                lane = lanes.dma(ins, on, ready)
         else:
-            lane = engine_lanes.get((engine, ins.core))
+            lane = engine_lanes.get((engine, on))
             if lane is None:
-                lane = engine_lanes[(engine, ins.core)] = lanes.lane(engine, ins.core)
+                lane = engine_lanes[(engine, on)] = lanes.lane(engine, on)
         start = free[lane]
         if ready >= start and (blocker >= 0 or latency):
             # Waiting on another instruction costs a semaphore (a DMA's is in its latency),
@@ -255,9 +305,15 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
             waited_on[index] = blocker
         else:
             waited_on[index] = last[lane]
+        if ins.opcode is barrier:  # a fence: it waits for its core's work, which waits for it
+            fenced = [k for k, (_engine, on_core) in enumerate(lanes.engines) if on_core == on]
+            start = max(start, *(free[k] for k in fenced))
         if not_before and not_before.get(index, 0.0) > start:  # the other ranks come later
             start = not_before[index]
         end = start + seconds
+        if ins.opcode is barrier:
+            for k in fenced:
+                free[k] = max(free[k], end)
         free[lane], last[lane] = end, index
         lane_of[index], start_s[index], end_s[index] = lane, start, end
         record(accesses, end, index)

@@ -154,6 +154,10 @@ function drawUsage(c) {
     g.fillStyle = "#222";
     g.fillText(name, 4, top + 12);
     g.fillText("peak " + Number(most.toPrecision(4)) + (capacity ? " of " + capacity : ""), 4, top + 26);
+    if (capacity && most > capacity) {  // the modelled schedule overfills the memory: say so
+      g.fillStyle = "#a40000";
+      g.fillText("over capacity", 4, top + 38);
+    }
   });
 }
 

@@ -1,0 +1,91 @@
+"""Traces of several programs or cores: a grid shares the launch's physical cores, LNC=2 cores meet
+at barriers and sendrecv, and a trace is refused on a core without a feature it uses."""
+
+import pytest
+
+import trnsim.nki as nki
+import trnsim.nki.isa as nisa
+import trnsim.nki.language as nl
+from trnsim.errors import ConfigError
+from trnsim.nki import TensorSpec
+from trnsim.timing.profile import summarize
+from trnsim.timing.schedule import schedule
+
+
+@nki.jit
+def _split_work(a):
+    """64 activations in all, split over the grid's programs."""
+    out = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    for _ in range(64 // nl.num_programs(0)):
+        nisa.activation(dst=t, data=t, op=nl.exp)
+    if nl.program_id(0) == 0:
+        nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_a_grid_larger_than_the_launch_runs_its_programs_on_the_launch_cores():
+    spec = TensorSpec((128, 512), "float32")
+    one = schedule(nki.trace(_split_work, spec, target="trn2"))
+    grid = schedule(nki.trace(_split_work[16], spec, target="trn2"))
+    assert sum("scalar" in lane for lane in grid.lanes) == 1
+    scalar_busy = summarize(grid).engines["scalar"].busy_s
+    assert scalar_busy == pytest.approx(summarize(one).engines["scalar"].busy_s)
+    assert grid.latency_s >= scalar_busy
+
+
+@nki.jit
+def _meet(a):
+    """Core 1 works before the barrier; then the cores swap tiles."""
+    out = nl.ndarray((256, 512), dtype=a.dtype, buffer=nl.shared_hbm)
+    pid = nl.program_id(0)
+    t = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
+    r = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a[pid * 128:(pid + 1) * 128, :])
+    if pid == 1:
+        for _ in range(40):
+            nisa.activation(dst=t, data=t, op=nl.tanh)
+    nisa.core_barrier(t, (0, 1))
+    nisa.sendrecv(src=t, dst=r, send_to_rank=1 - pid, recv_from_rank=1 - pid, pipe_id=0)
+    nisa.dma_copy(dst=out[pid * 128:(pid + 1) * 128, :], src=r)
+    return out
+
+
+def test_lnc2_cores_meet_at_a_barrier_and_a_receive_waits_for_its_sender():
+    trace = nki.trace(_meet[2], TensorSpec((256, 512)), target="trn2")
+    timeline = schedule(trace)
+    at = {(ins.core, ins.opcode.value): i for i, ins in enumerate(trace)}
+    work = max(timeline.end_s[i] for i, ins in enumerate(trace) if ins.opcode.value == "activation")
+    barriers = [timeline.start_s[at[(core, "core_barrier")]] for core in (0, 1)]
+    assert barriers[0] == barriers[1] >= work
+    for core in (0, 1):
+        receive, send = at[(core, "sendrecv")], at[(1 - core, "sendrecv")]
+        barrier = at[(core, "core_barrier")]
+        assert timeline.start_s[receive] >= max(timeline.start_s[send], timeline.end_s[barrier])
+    with pytest.raises(ConfigError, match="LNC=2"):
+        schedule(trace, "trn1")
+
+
+@nki.jit
+def _double_row(a, b):
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    ta = nl.ndarray((128, 2, 128), dtype=a.dtype, buffer=nl.sbuf)
+    tb = nl.ndarray((128, 2, 512), dtype=b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=ta, src=a)
+    nisa.dma_copy(dst=tb, src=b)
+    acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=acc, stationary=ta, moving=tb, perf_mode="double_row")
+    res = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=res, src=acc)
+    nisa.dma_copy(dst=out, src=res)
+    return out
+
+
+def test_double_row_flops_belong_to_the_instruction_and_trn1_refuses_it():
+    trace = nki.trace(_double_row, TensorSpec((128, 2, 128), "float8_e4m3"),
+                      TensorSpec((128, 2, 512), "float8_e4m3"), target="trn2")
+    flops = {target: summarize(schedule(trace, target)).flops for target in ("trn2", "trn3")}
+    assert flops["trn2"] == flops["trn3"] == 2 * 256 * 128 * 512     # K = 128 partitions x 2 rows
+    with pytest.raises(ConfigError, match="double_row"):
+        schedule(trace, "trn1")
