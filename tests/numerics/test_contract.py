@@ -1,5 +1,7 @@
 """The API other areas code against: get_format names/aliases/dtypes and cast's defaults."""
 
+import warnings
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -76,3 +78,29 @@ def test_empty_and_scalar_inputs_keep_their_shape():
     assert numerics.unpack_x4(packed, "float8_e4m3fn").shape == (0, 32)
     sparse = numerics.compress(np.zeros((0, 16)), "4:16", axis=1)
     assert numerics.decompress(sparse).shape == (0, 16)
+
+
+@pytest.mark.parametrize("name, options", [
+    ("float32", {}), ("float32", dict(saturate=True)), ("bfloat16", {}), ("int8", {}), ("bool_", {}),
+    ("uint16", dict(rounding="stochastic")),
+])
+def test_zero_d_input_gives_a_zero_d_ndarray(name, options):
+    """numpy ufuncs turn 0-d arrays into scalars; cast promises an ndarray of the format's dtype."""
+    y = numerics.cast(np.float32(1.5), name, seed=0, **options)
+    assert type(y) is np.ndarray and y.shape == () and y.dtype == numerics.get_format(name).numpy_dtype
+
+
+@pytest.mark.parametrize("dtype", [ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.int2])
+def test_ml_dtypes_narrow_ints_are_read_exactly(dtype):
+    info = ml_dtypes.iinfo(dtype)
+    x = np.array([info.min, 1, info.max], dtype)
+    assert numerics.cast(x, "bfloat16").astype(np.float32).tolist() == [info.min, 1, info.max]
+    assert numerics.cast(x, "int8").tolist() == [info.min, 1, info.max]
+
+
+def test_a_float64_signalling_nan_casts_without_a_numpy_warning():
+    snan = np.array([0x7FF0000000000001], np.uint64).view(np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = numerics.cast(snan, "bfloat16")
+    assert np.isnan(y.astype(np.float32)).all()

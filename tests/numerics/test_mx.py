@@ -5,7 +5,7 @@ import pytest
 
 from trnsim import FormatError
 from trnsim.numerics import cast, get_format
-from trnsim.numerics.mx import MX_FORMATS, dequantize_mx, pack_x4, quantize_mx, unpack_x4
+from trnsim.numerics.mx import MX_FORMATS, MXArray, dequantize_mx, pack_x4, quantize_mx, unpack_x4
 
 # microsoft/microxcaling mx/tests/test_fp8_e4m3_fix.py::test_mxfp8_e4m3_round (reference §3.5.5)
 MXFP8_INPUT = [
@@ -117,6 +117,28 @@ def test_stochastic_mx_is_unbiased_on_average():
 def test_bad_input_is_a_format_error(bad, match):
     with pytest.raises(FormatError, match=match):
         quantize_mx(**bad)
+
+
+MALFORMED_MX_FIELDS = [  # field: a value that does not fit an MXArray of X_4x64 (4 x 64, axis 1)
+    ("scales", np.ones((4, 1), np.uint8), r"scales has shape \(4, 1\).*need one scale per block: \(4, 2\)"),
+    ("scales", np.zeros((4, 2), np.float32), "scales must be E8M0 codes"),
+    ("block", 0, "block must be at least 1"),
+    ("block", 3, "block size 3 does not divide axis 1"),
+    ("axis", 5, "axis 5 does not exist"),
+    ("format", "mxfp8_e4m3", "format must be an MXFormat"),
+    ("elements", [[0.0] * 64] * 4, "elements must be a numpy array"),
+    ("elements", np.zeros((4, 64), np.float32), "elements of mxfp8_e4m3 must have dtype float8_e4m3fn"),
+]
+
+
+@pytest.mark.parametrize("field, value, match", MALFORMED_MX_FIELDS)
+def test_a_malformed_mx_array_is_refused_naming_the_field(field, value, match):
+    """A scale array one block short used to broadcast its first scale over the whole row."""
+    good = quantize_mx(np.ones((4, 64), np.float32))
+    fields = dict(format=good.format, elements=good.elements, scales=good.scales, axis=1, block=32)
+    with pytest.raises(FormatError, match=match):
+        MXArray(**{**fields, field: value})
+    assert np.array_equal(dequantize_mx(MXArray(**fields)), np.ones((4, 64), np.float32))
 
 
 @pytest.mark.parametrize("name, word, bits", [("float8_e4m3fn", np.uint32, 8), ("float8_e5m2", np.uint32, 8),

@@ -59,3 +59,17 @@ def test_nan_payload_classes_on_every_path(name, rounding, saturate, every_nan):
     x[0::2], x[1::2] = nans, np.linspace(-3, 3, nans.size, dtype=np.float32)
     out = codes_of(cast(x, fmt, rounding=rounding, seed=0, saturate=saturate), fmt)
     assert np.array_equal(out[0::2], expected_codes(nans, fmt))
+
+
+@pytest.mark.parametrize("generic", [False, True])
+@pytest.mark.parametrize("saturate", [False, True])
+def test_the_float32_target_writes_the_quiet_nan_and_keeps_every_other_bit(generic, saturate, every_nan):
+    """float32 -> float32 drops no bits, but a NaN still becomes the engine's quiet NaN (a signalling
+    0x7f800001 used to come back unchanged, generic=True included)."""
+    fmt = get_format("float32")
+    nans = every_nan[::997]
+    others = np.float32([0.0, -0.0, 1.5, -2.0**-149, 2.0**-126, 3.4e38, -np.inf])
+    out = cast(np.concatenate([nans, others]), fmt, saturate=saturate, generic=generic)
+    assert np.array_equal(out[:nans.size].view(np.uint32), expected_codes(nans, fmt))
+    expected = np.clip(others, -fmt.max, fmt.max) if saturate else others
+    assert np.array_equal(out[nans.size:].view(np.uint32), expected.view(np.uint32))

@@ -6,6 +6,7 @@ import pytest
 from trnsim import FormatError
 from trnsim.numerics.sparsity import (
     PATTERNS,
+    SparseArray,
     check_pattern,
     compress,
     decompress,
@@ -99,6 +100,37 @@ def test_prune_keeps_nan_as_the_largest_magnitude():
     assert np.array_equal(kept, expected, equal_nan=True)
     check_pattern(kept, "2:4", axis=1)
     assert np.array_equal(decompress(compress(kept, "2:4", axis=1)), kept, equal_nan=True)
+
+
+def test_prune_compares_integer_magnitudes_exactly():
+    """Through float64, 2^53 and 2^53 + 1 tie (and the earlier, smaller one was kept)."""
+    big = np.array([2**53, 2**53 + 1, 0, 0, 2**64 - 2, 2**64 - 1, 0, 0], np.uint64)
+    assert prune(big, "1:4").tolist() == [0, 2**53 + 1, 0, 0, 0, 2**64 - 1, 0, 0]
+    signed = np.array([2**62, -(2**62) - 1, 0, 0, 2**63 - 1, -(2**63), 0, 0], np.int64)
+    assert prune(signed, "1:4").tolist() == [0, -(2**62) - 1, 0, 0, 0, -(2**63), 0, 0]
+
+
+MALFORMED_SPARSE_FIELDS = [  # field: a value that does not fit the 2:4 compression of a 16 x 8 matrix
+    ("positions", np.zeros((8, 8), np.uint8), "positions name one position twice within a group"),
+    ("positions", np.full((8, 8), 7, np.uint8), r"positions must lie in 0\.\.3, got 7"),
+    ("positions", np.zeros((8, 8)), "positions must hold integers"),
+    ("values", np.zeros((4, 8), np.float32), r"values has shape \(4, 8\).*gives \(8, 8\)"),
+    ("values", [[0.0] * 8] * 8, "values must be a numpy array"),
+    ("pattern", "2:4", "pattern must be a SparsityPattern"),
+    ("shape", (15, 8), r"needs axis 0 \(length 15\) to be a multiple of 4"),
+    ("shape", [16, 8], "shape must be a tuple"),
+    ("axis", 2, "axis 2 does not exist"),
+]
+
+
+@pytest.mark.parametrize("field, value, match", MALFORMED_SPARSE_FIELDS)
+def test_a_malformed_sparse_array_is_refused_naming_the_field(field, value, match):
+    """Positions kept twice in a group made decompress and sparse_matmul disagree silently."""
+    good = compress(random_sparse("2:4", (16, 8), seed=7), "2:4")
+    fields = dict(values=good.values, positions=good.positions, pattern=good.pattern, axis=0, shape=(16, 8))
+    with pytest.raises(FormatError, match=match):
+        SparseArray(**{**fields, field: value})
+    assert np.array_equal(decompress(SparseArray(**fields)), decompress(good))
 
 
 @pytest.mark.parametrize("spelling", ["16:4", " 16 : 4 ", (16, 4), [4, 16], "4:16"])

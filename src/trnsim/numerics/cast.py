@@ -76,9 +76,10 @@ def stochastic_seed(seed: int):
 
 def as_float32(x, what: str = "x") -> np.ndarray:
     """x as a float32 array; FormatError for data that are not real numbers. Values beyond
-    float32's range become ±Inf, as rounding to float32 defines (so no overflow warning)."""
+    float32's range become ±Inf, as rounding to float32 defines (so no overflow warning), and a
+    float64 signalling NaN becomes a NaN (so no invalid-value warning)."""
     arr = params.real_array(x, what)
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
         return arr.astype(np.float32, copy=False)
 
 
@@ -101,16 +102,16 @@ def cast(x, fmt, rounding: str | None = None, seed=None, saturate: bool | None =
     saturate = params.flag(saturate, "saturate", optional=True)
     generic = params.flag(generic, "generic")
     if isinstance(fmt, IntFormat):
-        return _cast_int(x, fmt, rounding or "nearest", seed, saturate)
-    return _cast_float(x, fmt, rounding or default_rounding(), seed, bool(saturate), generic)
+        result = _cast_int(x, fmt, rounding or "nearest", seed, saturate)
+    else:
+        result = _cast_float(x, fmt, rounding or default_rounding(), seed, bool(saturate), generic)
+    return np.asarray(result)  # numpy ufuncs turn 0-d arrays into scalars
 
 
 def _cast_float(x, fmt: FloatFormat, rounding: str, seed, saturate: bool, generic: bool) -> np.ndarray:
     x32 = as_float32(x, "x")
-    if fmt == FLOAT32:
-        if saturate:
-            return np.clip(x32, -fmt.max, fmt.max)
-        return x32.copy() if x32 is x else x32
+    if fmt == FLOAT32 and not generic:  # no bits to drop, so rounding mode does not matter
+        return fast.to_float32(x32, fmt, saturate)
     if rounding == "stochastic":
         rng = random_stream(seed)
         if not generic and fast.has_fast_sr(fmt):

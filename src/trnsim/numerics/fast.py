@@ -3,6 +3,7 @@
 * RNE into bf16/fp16: ml_dtypes/numpy astype, whose semantics are exactly ours there except for
   NaN: numpy's float16 astype keeps the payload (even a signalling one), so spans holding NaN get
   the engine's quiet NaN written over them.
+* float32 into float32 drops no bits: a copy, with the engine's quiet NaN over every NaN.
 * RNE into formats of 8 bits or fewer: a lookup table built by the generic engine, indexed by the
   float32 sign, exponent, kept mantissa bits, round bit and a sticky bit (which together decide
   round-to-nearest-even completely).
@@ -66,6 +67,17 @@ def nearest(x32: np.ndarray, fmt: FloatFormat, saturate: bool) -> np.ndarray:
     if fmt.specials == "none" and (codes == _NAN_MARK).any():
         encode(x32, fmt)  # raises the FormatError that names the first NaN
     return _finish(codes, fmt, x32.shape)
+
+
+def to_float32(x32: np.ndarray, fmt: FloatFormat, saturate: bool) -> np.ndarray:
+    """A fresh copy of float32 `x32` (clamped when `saturate`) with the engine's quiet NaNs."""
+    out = np.array(x32, np.float32, order="C")
+    if saturate:
+        np.clip(out, -fmt.max, fmt.max, out=out)
+    flat = out.reshape(-1)
+    if flat.size and np.isnan(flat.max()):  # max() propagates NaN: one cheap pass
+        _write_quiet_nans(flat, flat.view(fmt.code_dtype), fmt)
+    return out
 
 
 def _nearest_by_astype(flat: np.ndarray, fmt: FloatFormat) -> np.ndarray:

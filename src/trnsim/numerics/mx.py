@@ -103,6 +103,25 @@ class MXArray:
     axis: int
     block: int
 
+    def __post_init__(self):
+        """Refuse fields that disagree: dequantize_mx would otherwise broadcast or misread them."""
+        if not isinstance(self.format, MXFormat):
+            raise FormatError(f"MXArray format must be an MXFormat, got {params.shown(self.format)}",
+                              hint="use get_mx_format(name)")
+        elements = params.stored_array(self.elements, "MXArray elements")
+        scales = params.stored_array(self.scales, "MXArray scales")
+        if elements.dtype != self.format.element_dtype:
+            raise FormatError(f"MXArray elements of {self.format.name} must have dtype "
+                              f"{self.format.element_dtype}, got {elements.dtype}")
+        if scales.dtype not in (_E8M0_DTYPE, np.uint8):
+            raise FormatError(f"MXArray scales must be E8M0 codes (float8_e8m0fnu or uint8), "
+                              f"got {scales.dtype}")
+        axis, block = _check_layout(elements.shape, self.axis, self.block)
+        blocks_shape = elements.shape[:axis] + (elements.shape[axis] // block,) + elements.shape[axis + 1:]
+        if scales.shape != blocks_shape:
+            raise FormatError(f"MXArray scales has shape {scales.shape}, but elements {elements.shape} in "
+                              f"blocks of {block} along axis {axis} need one scale per block: {blocks_shape}")
+
     @property
     def scale_exponents(self) -> np.ndarray:
         """Scale exponents as ints; NaN scales read as 128."""

@@ -66,15 +66,27 @@ def array(x, name: str) -> np.ndarray:
 
 
 _ML_FLOAT_NAMES = {n for n in dir(ml_dtypes) if n.startswith(("float", "bfloat"))}
+_ML_INT_NAMES = {n for n in dir(ml_dtypes) if n.startswith(("int", "uint"))}  # int1/2/4, uint1/2/4
 
 
 def real_array(x, name: str) -> np.ndarray:
-    """np.asarray(x) when it holds real numbers (bool, int, float or an ml_dtypes float)."""
+    """np.asarray(x) when it holds real numbers (bool, int, float or an ml_dtypes float); ml_dtypes'
+    narrow ints become int8/uint8 (exactly), as numpy's own functions cannot compute with them."""
     arr = array(x, name)
     if arr.dtype.kind in "fiub" or arr.dtype.name in _ML_FLOAT_NAMES:
         return arr
+    if arr.dtype.name in _ML_INT_NAMES:
+        return arr.astype(np.uint8 if arr.dtype.name.startswith("u") else np.int8)
     raise FormatError(f"{name} has dtype {arr.dtype}, which is not a real number type",
                       hint="pass float or integer data")
+
+
+def stored_array(value, name: str) -> np.ndarray:
+    """`value` when it is already an ndarray: a field of a result object (MXArray, SparseArray),
+    which is kept as given rather than converted."""
+    if not isinstance(value, np.ndarray):
+        raise FormatError(f"{name} must be a numpy array, got {shown(value)} ({type(value).__name__})")
+    return value
 
 
 def integer_array(x, name: str, *, minimum: int, maximum: int) -> np.ndarray:

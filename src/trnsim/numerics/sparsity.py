@@ -72,14 +72,25 @@ def _pattern_numbers(spec) -> tuple[int, int] | None:
         return None
 
 
+def _group_axis(shape: tuple[int, ...], pattern: SparsityPattern, axis) -> int:
+    """`axis` of `shape` as a non-negative int; FormatError if the group size does not divide it."""
+    axis = params.axis(axis, shape)
+    if shape[axis] % pattern.group:
+        raise FormatError(f"pattern {pattern.name} needs axis {axis} (length {shape[axis]}) to be a "
+                          f"multiple of {pattern.group}", hint="pad the contraction axis")
+    return axis
+
+
+def _split(x: np.ndarray, axis: int, size: int) -> np.ndarray:
+    """View (..., len // size, size) of `x` with `axis` moved last."""
+    moved = np.moveaxis(x, axis, -1)
+    return moved.reshape(*moved.shape[:-1], moved.shape[-1] // size, size)
+
+
 def _groups(w: np.ndarray, pattern: SparsityPattern, axis: int) -> tuple[np.ndarray, int]:
     """View (..., groups, n) with `axis` moved last; FormatError if n does not divide it."""
-    axis = params.axis(axis, w.shape)
-    if w.shape[axis] % pattern.group:
-        raise FormatError(f"pattern {pattern.name} needs axis {axis} (length {w.shape[axis]}) to be a "
-                          f"multiple of {pattern.group}", hint="pad the contraction axis")
-    moved = np.moveaxis(w, axis, -1)
-    return moved.reshape(*moved.shape[:-1], moved.shape[-1] // pattern.group, pattern.group), axis
+    axis = _group_axis(w.shape, pattern, axis)
+    return _split(w, axis, pattern.group), axis
 
 
 def _ungroup(groups: np.ndarray, axis: int) -> np.ndarray:
@@ -95,12 +106,21 @@ def prune(w, pattern=DEFAULT_PATTERN, axis: int = 0) -> np.ndarray:
     pattern = get_pattern(pattern)
     w = params.real_array(w, "w")
     groups, axis = _groups(w, pattern, axis)
-    magnitude = np.abs(groups.astype(np.float64))
-    # lexsort is stable and sorts by its last key first: NaNs, then larger magnitudes first
-    order = np.lexsort((-magnitude, ~np.isnan(magnitude)), axis=-1)
+    order = np.lexsort(_largest_first_keys(groups), axis=-1)  # stable: the earlier wins a tie
     keep = np.zeros(groups.shape, bool)
     np.put_along_axis(keep, order[..., :pattern.kept], True, axis=-1)
     return _ungroup(np.where(keep, groups, np.zeros((), w.dtype)), axis)
+
+
+def _largest_first_keys(groups: np.ndarray) -> tuple[np.ndarray, ...]:
+    """lexsort keys (it sorts by the last first) putting NaN, then larger magnitudes first. Integer
+    magnitudes are compared exactly, as uint64: through float64 those above 2^53 would tie."""
+    if groups.dtype.kind == "u":
+        return (~groups.astype(np.uint64),)
+    if groups.dtype.kind in "ib":
+        return (~np.abs(groups.astype(np.int64)).view(np.uint64),)  # |-2^63| wraps to 2^63: exact
+    magnitude = np.abs(groups.astype(np.float64))
+    return (-magnitude, ~np.isnan(magnitude))
 
 
 def find_violations(w, pattern=DEFAULT_PATTERN, axis: int = 0) -> list[tuple[tuple[int, ...], int]]:
@@ -142,6 +162,29 @@ class SparseArray:
     axis: int
     shape: tuple[int, ...]
 
+    def __post_init__(self):
+        """Refuse fields that disagree: decompress and sparse_matmul would otherwise index out of a
+        group or, for a position kept twice, each silently give a different answer."""
+        pattern = self.pattern
+        if not isinstance(pattern, SparsityPattern):
+            raise FormatError(f"SparseArray pattern must be a SparsityPattern, got {params.shown(pattern)}",
+                              hint="use get_pattern(spec)")
+        if not isinstance(self.shape, tuple):
+            raise FormatError(f"SparseArray shape must be a tuple, got {params.shown(self.shape)}")
+        kept_shape = [params.integer(n, "SparseArray shape", minimum=0) for n in self.shape]
+        axis = _group_axis(tuple(kept_shape), pattern, self.axis)
+        kept_shape[axis] = kept_shape[axis] // pattern.group * pattern.kept
+        params.real_array(params.stored_array(self.values, "SparseArray values"), "SparseArray values")
+        positions = params.integer_array(params.stored_array(self.positions, "SparseArray positions"),
+                                         "SparseArray positions", minimum=0, maximum=pattern.group - 1)
+        for name, field in (("values", self.values), ("positions", positions)):
+            if field.shape != tuple(kept_shape):
+                raise FormatError(f"SparseArray {name} has shape {field.shape}, but {pattern.name} "
+                                  f"compression of {self.shape} along axis {axis} gives {tuple(kept_shape)}")
+        if (np.diff(np.sort(_split(positions, axis, pattern.kept)), axis=-1) == 0).any():
+            raise FormatError("SparseArray positions name one position twice within a group",
+                              hint="each kept value needs its own position, as compress() gives")
+
 
 def compress(w, pattern=DEFAULT_PATTERN, axis: int = 0) -> SparseArray:
     """Values and positions of the kept elements; groups with fewer non-zeros keep some zeros."""
@@ -160,9 +203,8 @@ def decompress(sparse: SparseArray) -> np.ndarray:
     """The dense array again (exactly)."""
     _check_sparse(sparse)
     pattern = sparse.pattern
-    values = np.moveaxis(sparse.values, sparse.axis, -1)
-    values = values.reshape(*values.shape[:-1], values.shape[-1] // pattern.kept, pattern.kept)
-    positions = np.moveaxis(sparse.positions, sparse.axis, -1).reshape(values.shape).astype(np.intp)
+    values = _split(sparse.values, sparse.axis, pattern.kept)
+    positions = _split(sparse.positions, sparse.axis, pattern.kept).astype(np.intp)
     dense = np.zeros((*values.shape[:-1], pattern.group), sparse.values.dtype)
     np.put_along_axis(dense, positions, values, axis=-1)
     return _ungroup(dense, sparse.axis)
