@@ -53,3 +53,37 @@ def test_the_bandwidth_strip_never_shows_more_than_the_core_has_beside_a_spill()
                  spill="store")
     usage = usage_series(schedule(Trace("trn2", [*loads, spill])))
     assert 0.9 * core_rate <= max(usage["dma_gbps"]) * 1e9 <= core_rate * (1 + 1e-9)
+
+
+def test_the_bandwidth_strip_counts_the_bytes_the_summary_counts_not_a_collective_s():
+    import numpy as np
+
+    import trnsim.nki.collectives as ncc
+    import trnsim.nki.isa as nisa
+    import trnsim.nki.language as nl
+    from trnsim.system.launch import launch
+
+    @nki.jit
+    def reduce_all(x):
+        group = ncc.ReplicaGroup([[0, 1]])
+        src = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        summed = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=src, src=x)
+        ncc.all_reduce(srcs=[src], dsts=[summed], replica_group=group, op=nl.add)
+        nisa.dma_copy(dst=out, src=summed)
+        return out
+
+    x = np.ones((256, 1024), np.float32)
+    trace = launch(reduce_all, 2, [(x,), (x,)]).traces[0]
+    timeline, summary = profile_trace(trace, "trn2")["trn2"]
+    usage = usage_series(timeline, slices=4000)
+    slice_s = timeline.latency_s / 4000
+    strip_bytes = sum(usage["dma_gbps"]) * 1e9 * slice_s
+    assert summary.dma_bytes == 2 * x.nbytes
+    assert abs(strip_bytes - summary.dma_bytes) < 0.01 * summary.dma_bytes
+
+
+def test_an_empty_kernel_says_the_same_of_hfu_and_mfu():
+    page = report_html(profile_trace(Trace("trn2", []), "trn2"))
+    assert page.count("- (the kernel takes no time)") == 2

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trnsim.core.isa import Engine, Memory, Opcode
+from trnsim.core.isa import DMA, Engine, Memory, Opcode
 from trnsim.timing.costs import dma_bytes
 from trnsim.timing.perfetto import operands_text, write_atomic
 from trnsim.timing.profile import Summary
@@ -67,10 +67,12 @@ def _piecewise(starts: np.ndarray, ends: np.ndarray, values: np.ndarray):
 
 
 def _dma_rate(timeline: Timeline, edges: np.ndarray) -> np.ndarray:
-    """Bytes per second the DMA queues moved in each slice between `edges`, at most the core's
-    rate (per physical core): a spill runs at that whole rate beside the kernel's queues, and the
-    bandwidth it takes from them is not modelled, so the sum would show more than the core has."""
-    rows = [(i, dma_bytes(ins)) for i, ins in enumerate(timeline.trace) if ins.engine is Engine.DMA]
+    """Bytes per second the DMA queues moved in each slice between `edges` (the transfers the
+    summary's DMA bytes count: a collective's traffic is the collective stream's), at most the
+    core's rate (per physical core): a spill runs at that whole rate beside the kernel's queues,
+    and the bandwidth it takes from them is not modelled, so the sum would show more than the
+    core has."""
+    rows = [(i, dma_bytes(ins)) for i, ins in enumerate(timeline.trace) if ins.opcode in DMA]
     if not rows:
         return np.zeros(len(edges) - 1)
     index = np.array([i for i, _ in rows])
@@ -174,7 +176,7 @@ def summary_html(summary: Summary, unit: tuple[str, float] = ("ms", 1e-3)) -> st
     if summary.unpublished_peaks:
         hfu = mfu = f"- (no published {', '.join(summary.unpublished_peaks)} peak)"
     elif not summary.latency_s:
-        mfu = "- (the kernel takes no time)"
+        hfu = mfu = "- (the kernel takes no time)"
     facts = [["latency", f"{summary.latency_s / scale:.4f} {name}"],
              ["instructions", summary.instructions],
              ["DMA bytes", f"{summary.dma_bytes:,}"],
