@@ -6,6 +6,7 @@ import numpy as np
 
 from trnsim.core import alu
 from trnsim.core.execute import EXECUTE, F32, Operands, accumulate_matmul, hazard, to_storage
+from trnsim.core.execute_vector import INTEGER_EXACT
 from trnsim.core.isa import Opcode
 from trnsim.core.trace import Instruction
 
@@ -166,8 +167,8 @@ def _matmul(ins: Instruction, io: Operands) -> None:
 @EXECUTE.register(Opcode.COLLECTIVE)
 def _collective(ins: Instruction, io: Operands) -> None:
     """The group's result from what every rank of it sent (`received`: per rank of `group`, in its
-    order, the stored values of each src; for permute only the sender's). Reductions run in fp32 in
-    group order, so every rank and every launch mode computes the same bits."""
+    order, the stored values of each src; for permute only the sender's). Reductions run in group
+    order (`fold`), so every rank and every launch mode computes the same bits."""
     kind, received = ins.param("collective"), ins.param("received")
     if kind == "permute":
         if received:  # no rank sends to this one: dst keeps its values
@@ -191,10 +192,25 @@ def _collective(ins: Instruction, io: Operands) -> None:
             io.write_raw(index, np.concatenate([np.split(p, ranks, axis=dim)[me] for p in parts], axis=dim))
         else:
             blocks = parts if kind == "all_reduce" else [np.split(p, ranks, axis=dim)[me] for p in parts]
-            total = blocks[0].astype(F32)
-            for block in blocks[1:]:  # in group order, one rank at a time, whatever the shape
-                total = alu.reduce(ins.param("op"), np.stack([total, block.astype(F32)]), axis=0)
-            io.write(index, total.reshape(io.out(index).shape))
+            total = fold(ins.param("op"), blocks, io.out(index).element.numpy)
+            if total.dtype == F32:  # rounded into dst's dtype
+                io.write(index, total.reshape(io.out(index).shape))
+            else:  # exact integers, already wrapped into dst's dtype
+                io.write_raw(index, total)
+
+
+def fold(op: str, blocks, dtype: np.dtype) -> np.ndarray:
+    """`op` over same-shape `blocks`, one at a time in order, for a destination of `dtype`. When the
+    blocks and the destination are all int32/uint32, add, max and min run in native integer
+    arithmetic and wrap into `dtype`, as tensor_tensor does (INTEGER_EXACT); else in fp32."""
+    exact = op in INTEGER_EXACT and all(np.dtype(d) in _INT32 for d in (dtype, *(b.dtype for b in blocks)))
+    total = blocks[0].astype(np.int64 if exact else F32)
+    for block in blocks[1:]:
+        total = alu.reduce(op, np.stack([total, block.astype(total.dtype)]), axis=0)
+    return total.astype(dtype) if exact else total
+
+
+_INT32 = (np.dtype(np.int32), np.dtype(np.uint32))
 
 
 def _variable_collective(ins: Instruction, io: Operands) -> None:

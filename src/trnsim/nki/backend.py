@@ -64,7 +64,8 @@ def new_tensor(shape, dtype, buffer=dtypes.SBUF, name: str = "", address=None,
 
 
 def _shared(running: NeuronCore, shape, element, name, values):
-    """The k-th shared-HBM tensor of every program of a launch is one tensor (SPMD outputs)."""
+    """The k-th shared-HBM tensor of every program of a launch is one tensor (SPMD outputs), so
+    every program must ask for it with the same shape and dtype."""
     index = running.shared_made
     running.shared_made += 1
     launch = running.launch
@@ -72,7 +73,15 @@ def _shared(running: NeuronCore, shape, element, name, values):
         if index not in launch.shared:
             launch.shared[index] = running.memory.allocate(Memory.HBM, shape, element, name, None, values,
                                                            dtypes.SHARED_HBM.name)
-        return launch.shared[index]
+        storage = launch.shared[index]
+    if (storage.shape, storage.dtype) != (shape, element):
+        raise KernelError(f"shared_hbm tensor {index + 1} of program {running.program_id} is "
+                          f"{element.name}{list(shape)}, but another program made it as "
+                          f"{storage.dtype.name}{list(storage.shape)} ({storage.name!r}): the k-th "
+                          f"shared_hbm tensor of every program is one tensor", op="nl.ndarray",
+                          hint="give every program's shared_hbm tensors the same shapes and dtypes, "
+                               "in the same order")
+    return storage
 
 
 def issue(opcode: Opcode, dst, srcs=(), params=None, engine=None, name: str = ""):
@@ -84,7 +93,22 @@ def issue(opcode: Opcode, dst, srcs=(), params=None, engine=None, name: str = ""
         spec = SPECS[opcode]
         outputs = _operands(outputs, "output", spec, chosen, running)
         inputs = _operands(inputs, "input", spec, chosen, running, params)
+    check_own_tiles(running, outputs + inputs, SPECS[opcode].nki_name)
     return running.issue(opcode, outputs, inputs, params or {}, chosen, name or "")
+
+
+def check_own_tiles(running: NeuronCore, views, op: str) -> None:
+    """Each NeuronCore has its own SBUF and PSUM, and each program of a grid its own tiles: a tile
+    another program made, handed over in a Python object, is refused. (A tile of a launch that has
+    ended is refused by its view, with its own message.)"""
+    mine = running.memory.launch
+    for view in views:
+        made_by = view.storage.launch
+        if made_by is not mine and not made_by.over and view.storage.memory is not Memory.HBM:
+            raise KernelError(f"tile {view.name!r} was made by another program of this launch; this is "
+                              f"program {running.program_id}, and a program's SBUF and PSUM tiles are its "
+                              f"own", op=op, hint="move data between programs through shared_hbm tensors "
+                                                  "(or nisa.sendrecv between the two cores of LNC=2)")
 
 
 _PLAIN_VIEWS = frozenset({NkiTensor, IndirectTensor})

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from trnsim.core import alu
+from trnsim.core.execute_data import fold
 from trnsim.core.isa import Memory, Opcode
-from trnsim.errors import ArgumentError, KernelError, UnsupportedError
+from trnsim.errors import ArgumentError, KernelError, ShapeError, UnsupportedError
 from trnsim.nki import backend, calls
 from trnsim.nki.isa import op_name
 from trnsim.nki.registers import VirtualRegister
@@ -147,7 +147,7 @@ def collective_permute_implicit(srcs_by_channel, dsts_by_channel, replica_group,
 
 def collective_permute_implicit_reduce(srcs0_by_channel, srcs1_by_channel, dsts_by_channel, replica_group,
                                        op, channel_ids=(0,), priority=None, name=None) -> None:
-    """op(srcs0, srcs1) computed here (fp32) goes to the successor; the predecessor's lands in dsts."""
+    """op(srcs0, srcs1) computed here (`fold`) goes to the successor; the predecessor's lands in dsts."""
     call = "collective_permute_implicit_reduce"
     _check_reduce_op(op, call)
     channels = _channels(call, srcs0_by_channel, dsts_by_channel, replica_group, channel_ids)
@@ -155,8 +155,14 @@ def collective_permute_implicit_reduce(srcs0_by_channel, srcs1_by_channel, dsts_
         raise ArgumentError("srcs1_by_channel must have one list per channel, like srcs0_by_channel",
                             op=f"nki.collectives.{call}")
     for (srcs0, dsts), srcs1 in zip(channels, srcs1_by_channel, strict=True):
-        operands = _tensors(srcs1, "srcs1", call)
-        _ring_step(call, srcs0, dsts, replica_group, priority, name, reduce=(op_name(op), operands))
+        srcs0, srcs1, dsts = (_tensors(srcs0, "srcs0", call), _tensors(srcs1, "srcs1", call),
+                              _tensors(dsts, "dsts", call))
+        if [t.shape for t in srcs1] != [t.shape for t in srcs0]:
+            raise ShapeError(f"srcs1 shapes {[list(t.shape) for t in srcs1]} differ from srcs0's "
+                             f"{[list(t.shape) for t in srcs0]}; they are combined element by element",
+                             op=f"nki.collectives.{call}",
+                             hint="give srcs1 the shapes of srcs0")
+        _ring_step(call, srcs0, dsts, replica_group, priority, name, reduce=(op_name(op), srcs1, dsts))
 
 
 def collective_permute_implicit_current_processing_rank_id(iteration_id, replica_group, channel_id=0,
@@ -286,8 +292,10 @@ def _collective(call: str, srcs, dsts, replica_group, *, op=None, dim=None, prio
     if running.with_values:
         running.flush()  # this rank's earlier instructions have written its sources
         sent = tuple(np.array(src.array()) for src in srcs)
-        if reduce is not None:  # permute_implicit_reduce: op(srcs0, srcs1) in fp32 is what travels
-            sent = tuple(_reduced(reduce[0], a, b) for a, b in zip(sent, reduce[1], strict=True))
+        if reduce is not None:  # permute_implicit_reduce: op(srcs0, srcs1) is what travels
+            op_, srcs1, dsts1 = reduce
+            sent = tuple(fold(op_, [a, b.array()], d.element.numpy) for a, b, d in zip(sent, srcs1, dsts1,
+                                                                                       strict=True))
         call_seen = (call, op_name(op), group, dim, _layouts(srcs), _layouts(dsts))
         everyone = binding.world.gather(binding.rank, (call_seen, sent))
         source = sender if ring_from is None else ring_from
@@ -327,10 +335,6 @@ def _check_permuted(call: str, sent: tuple, dsts: tuple, source: int, converts: 
             raise KernelError(f"{call}: rank {source} sends {sent_dtype}{list(sent_shape)} into a dst of "
                               f"{dtype}{list(shape)}", op=f"nki.collectives.{call}",
                               hint="a permute moves bits: send a tensor of dst's shape and dtype")
-
-
-def _reduced(op: str, values: np.ndarray, other: NkiTensor) -> np.ndarray:
-    return alu.reduce(op, np.stack([values.astype(np.float32), other.array().astype(np.float32)]), axis=0)
 
 
 def _ring_step(call, srcs, dsts, replica_group, priority, name, reduce=None) -> None:
@@ -404,10 +408,10 @@ def _channels(call: str, srcs_by_channel, dsts_by_channel, replica_group, channe
     """Per channel (src list, dst list); channel_ids consecutive from 0, at most 4 channels when the
     group holds every rank of its node and 2 otherwise."""
     where = f"nki.collectives.{call}"
-    if not (isinstance(srcs_by_channel, list | tuple) and isinstance(dsts_by_channel, list | tuple)
+    if not (all(isinstance(v, list | tuple) for v in (srcs_by_channel, dsts_by_channel, channel_ids))
             and len(srcs_by_channel) == len(dsts_by_channel) == len(channel_ids)):
-        raise ArgumentError("srcs_by_channel, dsts_by_channel and channel_ids must have one entry per "
-                            "channel", op=where)
+        raise ArgumentError(f"srcs_by_channel, dsts_by_channel and channel_ids must be lists with one entry "
+                            f"per channel, got channel_ids={channel_ids!r}", op=where)
     if list(channel_ids) != list(range(len(channel_ids))):
         raise ArgumentError(f"channel_ids={list(channel_ids)}; they must be consecutive from 0", op=where)
     binding = _binding(call)
@@ -425,3 +429,6 @@ def _channels(call: str, srcs_by_channel, dsts_by_channel, replica_group, channe
 
 
 calls.checked_calls(globals(), "nki.collectives")
+# checked_calls wraps functions; a class's initializer is wrapped here, so that an unknown keyword
+# is an ArgumentError at the user's line too.
+ReplicaGroup.__init__ = calls._checked(ReplicaGroup.__init__, "nki.collectives.ReplicaGroup", {})

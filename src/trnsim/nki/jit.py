@@ -221,7 +221,10 @@ def run(kernel: Kernel, args, kwargs, *, target: str | None, with_values: bool):
     target = resolve_target(target)
     spec = hardware.core(target)
     programs = prod(kernel.grid) if kernel.grid else 1
-    launch = Launch(target, programs if programs == 2 else 1, kernel.compiler)
+    # A grid of 2 is LNC=2 where the core has it (trn2, trn3); elsewhere, like every other grid, its
+    # programs run one after another on one core.
+    lnc2 = programs == 2 and hardware.has_lnc2(spec)
+    launch = Launch(target, 2 if lnc2 else 1, kernel.compiler)
     settings = config.current()
     # The two cores of an LNC=2 launch run as threads that share HBM: they execute eagerly, so no
     # thread ever runs another's deferred queue.
@@ -247,6 +250,7 @@ def run(kernel: Kernel, args, kwargs, *, target: str | None, with_values: bool):
 
 def _launch(fn, cores, args, kwargs) -> list:
     results = [None] * len(cores)
+    lnc2 = cores[0].launch.cores == 2  # two threads side by side; else programs one after another
     errors: dict[int, BaseException] = {}
 
     def program(index: int) -> None:
@@ -254,7 +258,7 @@ def _launch(fn, cores, args, kwargs) -> list:
         try:
             results[index] = fn(*args, **kwargs)
             cores[index].flush()
-            if len(cores) == 2:
+            if lnc2:
                 lnc.finish(cores[index].launch, index)
         except BaseException as error:  # re-raised in the caller's thread below
             errors[index] = _first_error(cores[index], error)
@@ -262,7 +266,7 @@ def _launch(fn, cores, args, kwargs) -> list:
         finally:
             backend.deactivate(token)
 
-    if len(cores) == 2:
+    if lnc2:
         threads = [threading.Thread(target=program, args=(i,)) for i in range(2)]
         for thread in threads:
             thread.start()
@@ -275,7 +279,7 @@ def _launch(fn, cores, args, kwargs) -> list:
                 break
     for core in cores:
         core.memory.end_launch()  # a tile the kernel kept is refused by later launches
-    if not errors and len(cores) == 2 and not cores[0].with_values:
+    if not errors and lnc2 and not cores[0].with_values:
         try:
             lnc.check_calls(cores[0].launch)  # the cores did not wait for each other: meet their calls now
         except KernelError as error:

@@ -15,7 +15,7 @@ import numpy as np
 
 from trnsim import hardware
 from trnsim.core.isa import Memory
-from trnsim.errors import ArgumentError, SourceLoc, UnsupportedError
+from trnsim.errors import ArgumentError, ShapeError, SourceLoc, UnsupportedError
 from trnsim.nki import backend, calls, dtypes
 from trnsim.nki import isa as nisa
 from trnsim.nki.objects import NKIObject  # noqa: F401 - nl.NKIObject
@@ -288,23 +288,25 @@ def no_reorder():
 def program_id(axis: int = 0) -> int:
     """This program's index along `axis` of the launch grid (0 without a grid)."""
     running = backend.core()
-    if not running.grid:
-        return 0
-    return int(np.unravel_index(running.program_id, running.grid)[_grid_axis(axis, running.grid)])
+    return int(np.unravel_index(running.program_id, running.grid or (1,))[_grid_axis(axis, running.grid)])
 
 
 def num_programs(axes: int = 0) -> int:
-    """Programs along `axes` of the launch grid (1 without a grid)."""
+    """Programs along `axes` of the launch grid (1 without a grid), each axis counted once."""
     grid = backend.core().grid
-    if not grid:
-        return 1
-    if isinstance(axes, tuple | list):
-        return math.prod(grid[_grid_axis(a, grid)] for a in axes)
-    return grid[_grid_axis(axes, grid)]
+    dims = [_grid_axis(axis, grid) for axis in (axes if isinstance(axes, tuple | list) else (axes,))]
+    if len(set(dims)) != len(dims):
+        raise ShapeError(f"axes {axes!r} of {_launch_grid(grid)}: an axis is named twice")
+    return math.prod((grid or (1,))[dim] for dim in dims)
 
 
 def _grid_axis(axis, grid: tuple) -> int:
-    return _axis_index(axis, len(grid), f"axis {axis!r} of the launch grid {list(grid)}")
+    """`axis` as an index into the grid's dims; a launch without a grid has one, axis 0 (one program)."""
+    return _axis_index(axis, len(grid) or 1, f"axis {axis!r} of {_launch_grid(grid)}")
+
+
+def _launch_grid(grid: tuple) -> str:
+    return f"the launch grid {list(grid)}" if grid else "a launch without a grid (axis 0 only)"
 
 
 def program_ndim() -> int:
