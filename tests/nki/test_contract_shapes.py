@@ -105,9 +105,10 @@ CASES = [
                                                comp_op1=LT, bound0=0.0, bound1=4.0, reduce_res=t(128, 1)),
      lambda: nisa.range_select(dst=t(128, 8), on_true_tile=t(128, 8), comp_op0=GE,
                                comp_op1=LT, bound0=0.0, bound1=4.0, reduce_res=t(128, 2)), ShapeError),
-    ("select_reduce", lambda: nisa.select_reduce(dst=t(128, 8), predicate=t(128, 8), on_true=t(128, 2, 4),
-                                                 on_false=0.0),
-     lambda: nisa.select_reduce(dst=t(128, 8), predicate=t(128, 8), on_true=t(128, 4), on_false=0.0),
+    ("select_reduce", lambda: nisa.select_reduce(dst=t(128, 8), predicate=t(128, 8, dtype=nl.uint8),
+                                                 on_true=t(128, 2, 4), on_false=0.0),
+     lambda: nisa.select_reduce(dst=t(128, 8), predicate=t(128, 8, dtype=nl.uint8), on_true=t(128, 4),
+                                on_false=0.0),
      ShapeError),
     ("max8", lambda: nisa.max8(dst=t(128, 8), src=t(128, 16)),
      lambda: nisa.max8(dst=t(128, 8), src=t(128, 4)), ShapeError),
@@ -124,7 +125,7 @@ CASES = [
     ("nc_stream_shuffle keep", lambda: nisa.nc_stream_shuffle(dst=t(32, 4), src=t(32, 4),
                                                               shuffle_mask=[255] * 32),
      lambda: nisa.nc_stream_shuffle(dst=t(32, 4), src=t(1, 4), shuffle_mask=[1] * 32), ShapeError),
-    ("nc_n_gather", lambda: nisa.nc_n_gather(dst=t(128, 4), data=t(128, 8), indices=t(128, 4, dtype=I32)),
+    ("nc_n_gather", lambda: nisa.nc_n_gather(dst=t(128, 4), data=t(128, 8), indices=t(128, 4, dtype=U32)),
      lambda: nisa.nc_n_gather(dst=t(128, 4), data=t(128, 8), indices=t(128, 4, value=7)), DTypeError),
     ("rng", lambda: nisa.rng(dst=t(128, 8)),
      lambda: nisa.rng(dst=nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.shared_hbm)), KernelError),
@@ -202,7 +203,7 @@ def test_indirect_gather_needs_an_index_per_step_and_may_reshape():
 
 def test_n_gather_index_out_of_range_is_a_hazard_that_writes_nothing():
     data = np.arange(128 * 8, dtype=np.float32).reshape(128, 8)
-    indices = np.zeros((128, 4), np.int32)
+    indices = np.zeros((128, 4), np.uint32)
     indices[5, 2] = 8
 
     def kernel(d, i):

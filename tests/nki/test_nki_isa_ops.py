@@ -124,10 +124,11 @@ RECORDS = [
     OpRecord("range_select", lambda d, a, lo, hi: nisa.range_select(
         dst=d[:, 0:64], on_true_tile=a, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=lo, bound1=hi,
         reduce_res=d[:, 64:65], reduce_op=nl.maximum, on_false_value=-100.0),
-        [A, np.full((128, 1), 10, f32), np.full((128, 1), 20, f32)], None, (128, 65)),
+        [A, np.full((128, 1), 10, f32), np.full((128, 1), 20, f32)], None, (128, 65),
+        targets=("trn2", "trn3")),  # NeuronCore-v3 and later (nki.isa.range_select)
     OpRecord("select_reduce", lambda d, p, a: nisa.select_reduce(
         dst=d[:, 0:64], predicate=p, on_true=a, on_false=0.0, reduce_res=d[:, 64:65], reduce_op=nl.maximum),
-        [(B > 0).astype(f32), A], None, (128, 65)),
+        [(B > 0).astype(np.uint8), A], None, (128, 65)),  # an integer predicate (nki.isa.select_reduce)
     OpRecord("max8", lambda d, a: nisa.max8(dst=d, src=a), [A], lambda a: -np.sort(-a, 1)[:, :8], (128, 8)),
     OpRecord("nc_find_index8", lambda d, a, v: nisa.nc_find_index8(dst=d, data=a, vals=v),
              [A, np.concatenate([A[:, [5, 1, 7]], np.full((128, 5), 99.0, f32)], 1)],

@@ -52,8 +52,9 @@ def shared_of_program_dependent_shape(a):
 def test_the_kth_shared_tensor_must_match_in_every_program(kernel, asked, made, grid):
     """Program 1 silently got program 0's fp32 tensor when it asked for bf16; a larger shape failed
     inside trnsim in simulate and passed in trace."""
-    refused_in_both_modes(KernelError, rf"test_nki_lnc.py:\d+ in shared_of_.*program 1 is {asked}, but "
-                                       rf"another program made it as {made}", kernel[grid])
+    for _ in range(5):  # under LNC=2 either core may ask first: the message is the same
+        refused_in_both_modes(KernelError, rf"test_nki_lnc.py:\d+ in shared_of_.*program 0 asks for {made} "
+                                           rf"and program 1 for {asked}", kernel[grid])
 
 
 @nki.jit

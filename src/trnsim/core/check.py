@@ -14,7 +14,18 @@ from operator import attrgetter
 
 from trnsim.core import alu
 from trnsim.core.execute_mx import GROUP_PARTITIONS, QUADRANT, scale_rows
-from trnsim.core.isa import DMA, ELEMENTWISE, SAME_PARTITIONS, SPECS, Engine, Kind, Memory, Opcode, Param
+from trnsim.core.isa import (
+    DMA,
+    ELEMENTWISE,
+    SAME_PARTITIONS,
+    SPECS,
+    Engine,
+    Kind,
+    Memory,
+    Opcode,
+    Param,
+    RegisterRef,
+)
 from trnsim.core.rules import RuleTable
 from trnsim.core.trace import InputRef, Instruction, Region
 from trnsim.errors import ArgumentError, DTypeError, KernelError, ShapeError, UnsupportedError
@@ -37,6 +48,8 @@ def check(ins: Instruction, core) -> None:
     for region in ins.outputs:
         if region.memory not in spec.writes:
             _wrong_memory(ins, "output", region, spec.writes)
+    if spec.engine_reads or spec.engine_writes:
+        _engine_memories(ins, spec)
     regions = ins.inputs + ins.outputs
     partitions, dtypes = core.partitions, core.dtypes
     for region in regions:
@@ -149,14 +162,16 @@ def _pattern(value, param: Param) -> bool:
             and all(_ints(pair, param) and len(pair) == 2 and pair[1] > 0 for pair in value))
 
 
+PARTITION_REDUCTIONS = ("add", "average", "maximum", "bitwise_or", "bitwise_and")
+"""tensor_partition_reduce's operators: "add, average, max, bitwise_or, bitwise_and" (nki.isa doc)."""
+
 _OPERATORS = frozenset({Kind.ALU, Kind.ALU_OR_UNARY, Kind.REDUCE, Kind.PARTITION_REDUCE})
 
 _VALID = {
     Kind.ALU: lambda value, param: type(value) is str and value in alu.ALU,
     Kind.ALU_OR_UNARY: lambda value, param: type(value) is str and (value in alu.ALU or value in alu.UNARY),
     Kind.REDUCE: lambda value, param: type(value) is str and value in alu.REDUCTIONS,
-    Kind.PARTITION_REDUCE: lambda value, param: type(value) is str and (value in alu.REDUCTIONS
-                                                                         or value == "average"),
+    Kind.PARTITION_REDUCE: lambda value, param: type(value) is str and value in PARTITION_REDUCTIONS,
     Kind.ACTIVATION: lambda value, param: type(value) is str and (value in alu.ACTIVATIONS
                                                                    or value == "prelu"),
     Kind.BOOL: lambda value, param: value is True or value is False or type(value).__name__ == "bool_",
@@ -166,6 +181,7 @@ _VALID = {
     Kind.TILE: lambda value, param: type(value) is InputRef,
     Kind.CHOICE: lambda value, param: _hashable(value) and value in param.choices + param.unsupported,
     Kind.PATTERN: _pattern,
+    Kind.OFFSET: lambda value, param: type(value) is RegisterRef or _integer(value, param),
     Kind.INTS: _ints,
     Kind.FRONT_END: lambda value, param: True,
 }
@@ -189,8 +205,8 @@ def _expected(param: Param) -> str:
         unary = ", ".join(sorted(alu.UNARY))
         return f"an ALU operator: {', '.join(sorted(alu.ALU))}; or a unary one: {unary}"
     if param.kind in (Kind.REDUCE, Kind.PARTITION_REDUCE):
-        extra = ", or average" if param.kind is Kind.PARTITION_REDUCE else ""
-        return f"a reduction operator: {', '.join(sorted(alu.REDUCTIONS))}{extra}"
+        names = PARTITION_REDUCTIONS if param.kind is Kind.PARTITION_REDUCE else alu.REDUCTIONS
+        return f"a reduction operator: {', '.join(sorted(names))}"
     bounds = [f">= {param.low}"] if param.low is not None else []
     bounds += [f"<= {param.high}"] if param.high is not None else []
     return param.kind.value + (f" ({' and '.join(bounds)})" if bounds else "")
@@ -208,6 +224,19 @@ def _wrong_memory(ins: Instruction, role: str, region: Region, allowed) -> None:
     names = "/".join(sorted(m.value.upper() for m in allowed))
     _fail(KernelError, ins, f"{role} {region.name!r} is in {region.memory.value.upper()}; "
           f"this instruction takes {role}s in {names}")
+
+
+def _engine_memories(ins: Instruction, spec) -> None:
+    """The memories one engine reaches for this instruction (InstructionSpec.engine_reads/writes)."""
+    for role, regions, allowed in (("input", ins.inputs, spec.engine_reads.get(ins.engine)),
+                                   ("output", ins.outputs, spec.engine_writes.get(ins.engine))):
+        for region in regions:
+            if allowed is not None and region.memory not in allowed:
+                names = "/".join(sorted(m.value.upper() for m in allowed))
+                _fail(KernelError, ins, f"{role} {region.name!r} is in {region.memory.value.upper()}; on the "
+                      f"{ins.engine.value} engine this instruction takes {role}s in {names}",
+                      hint="choose the engine that reaches that memory (engine=nisa.vector_engine), or "
+                           "move the tile")
 
 
 _TWO_FULL_INPUTS = frozenset({Opcode.TENSOR_TENSOR, Opcode.TENSOR_COPY_PREDICATED})

@@ -6,7 +6,7 @@ from __future__ import annotations
 from trnsim.core.check import CHECK, MX_PACKED, _fail, shape_of
 from trnsim.core.isa import Opcode
 from trnsim.core.trace import Instruction, Region
-from trnsim.errors import DTypeError, ShapeError
+from trnsim.errors import ArgumentError, DTypeError, ShapeError, UnsupportedError
 
 _PACKED_PRODUCERS = frozenset({Opcode.QUANTIZE_MX, Opcode.MATMUL_MX})
 _MOVES = frozenset({Opcode.DMA_COPY, Opcode.TENSOR_COPY})  # copies that move the stored bits
@@ -73,6 +73,43 @@ def _dma_transpose(ins: Instruction, core) -> None:
     if shape_of(dst) != permuted:
         _fail(ShapeError, ins, f"dst {dst.name!r} is {list(shape_of(dst))}; src {list(shape)} transposed by "
               f"axes={axes} is {list(permuted)}")
+    if axes not in DMA_TRANSPOSE_AXES:
+        _fail(ShapeError, ins, f"axes={axes}; dma_transpose supports {list(DMA_TRANSPOSE_AXES)}",
+              hint="for other permutations transpose on an engine, or copy with an access pattern")
+    if src.dtype != dst.dtype:
+        _fail(DTypeError, ins, f"src is {src.dtype} but dst is {dst.dtype}; dma_transpose does not cast "
+              f"(src.dtype == dst.dtype)", hint="transpose, then nisa.tensor_copy to the other dtype")
+    mode = ins.param("dge_mode")
+    if mode not in (_DGE_UNKNOWN, _DGE_HARDWARE):
+        _fail(ArgumentError, ins, f"dge_mode={_DGE_NAMES[mode]}; a direct dma_transpose takes dge_mode "
+              f"unknown or hwdge")
+    if mode == _DGE_HARDWARE:
+        _hwdge_transpose(ins, core, src, shape)
+
+
+DMA_TRANSPOSE_AXES = ((1, 0), (2, 1, 0), (3, 1, 2, 0))
+"""The permutations nki.isa.dma_transpose supports (its `axes` parameter)."""
+_DGE_UNKNOWN, _DGE_HARDWARE = 0, 2
+_DGE_NAMES = {0: "unknown", 1: "swdge", 2: "hwdge", 3: "none"}
+_HWDGE_FIRST_GENERATION = 3
+"""Hardware DGE: "only supported for NeuronCore-v3 or newer" (nki.isa.dma_transpose)."""
+_HWDGE_ROWS = (1, 2, 4, 8, 16)
+
+
+def _hwdge_transpose(ins: Instruction, core, src: Region, shape: tuple[int, ...]) -> None:
+    """The Hardware DGE transpose's limits (nki.isa.dma_transpose, "DMA Direct Transpose Constraints")."""
+    if core.generation < _HWDGE_FIRST_GENERATION:
+        _fail(UnsupportedError, ins, f"dge_mode=hwdge needs NeuronCore generation {_HWDGE_FIRST_GENERATION} "
+              f"or later; {core.name} is generation {core.generation}", hint="choose trn2 or later")
+    rows = shape[0]
+    rows_ok = rows == 16 if len(shape) == 2 else rows in _HWDGE_ROWS and rows * shape[-2] % 16 == 0
+    if not rows_ok or shape[-1] > 128:
+        rule = ("src.shape[0] == 16" if len(shape) == 2 else
+                "src.shape[0] in {1, 2, 4, 8, 16} and src.shape[0] * src.shape[-2] a multiple of 16")
+        _fail(ShapeError, ins, f"src {list(shape)}: a hwdge transpose needs {rule} and src.shape[-1] <= 128")
+    if src.dtype_bytes != 2:
+        _fail(DTypeError, ins, f"src is {src.dtype}; a hwdge transpose moves 2-byte elements",
+              hint="use dge_mode=unknown")
 
 
 @CHECK.register(Opcode.TENSOR_COPY_PREDICATED)

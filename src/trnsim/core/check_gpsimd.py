@@ -6,16 +6,22 @@ from __future__ import annotations
 from math import prod
 
 from trnsim.core.check import CHECK, _describe, _fail, _free
-from trnsim.core.check_vector import is_integer, refuse_magnitude_reduction, same_layout
+from trnsim.core.check_vector import refuse_magnitude_reduction, same_layout
 from trnsim.core.isa import Opcode
 from trnsim.core.trace import Instruction, Region
 from trnsim.errors import DTypeError, KernelError, ShapeError
 
+AFFINE_PATTERN_DIMS = 4
+"""iota / affine_select: "a tensor access pattern of up to 4D" (nki.isa.iota)."""
+
 
 @CHECK.register(Opcode.IOTA, Opcode.AFFINE_SELECT)
 def _affine_pattern(ins: Instruction, core) -> None:
-    """The pattern [[step, count], ...] enumerates every element of a dst partition, once."""
+    """The pattern [[step, count], ...] (up to 4-D) enumerates every element of a dst partition, once."""
     pattern, dst = ins.param("pattern"), ins.outputs[0]
+    if len(pattern) > AFFINE_PATTERN_DIMS:
+        _fail(ShapeError, ins, f"pattern {[list(pair) for pair in pattern]} has {len(pattern)} dims; iota "
+              f"and affine_select take up to {AFFINE_PATTERN_DIMS}", hint="merge dims with equal strides")
     counts = [count for _, count in pattern]
     if prod(counts) != _free(dst):
         _fail(ShapeError, ins, f"pattern {[list(pair) for pair in pattern]} gives {prod(counts)} values per "
@@ -43,9 +49,11 @@ def _n_gather(ins: Instruction, core) -> None:
     if data.partition_count != dst.partition_count:
         _fail(ShapeError, ins, f"data {data.name!r} spans {data.partition_count} partitions but dst "
               f"{dst.name!r} spans {dst.partition_count}; nc_n_gather gathers within each partition")
-    if not is_integer(indices.dtype):
-        _fail(DTypeError, ins, f"indices {indices.name!r} is {indices.dtype}; nc_n_gather takes integer "
+    if indices.dtype != "uint32":
+        _fail(DTypeError, ins, f"indices {indices.name!r} is {indices.dtype}; nc_n_gather takes uint32 "
               f"indices")
+    if dst.dtype != data.dtype:
+        _fail(DTypeError, ins, f"dst is {dst.dtype} but data is {data.dtype}; nc_n_gather does not cast")
 
 
 def _gpsimd_groups(ins: Instruction, core, region: Region) -> int:

@@ -22,6 +22,9 @@ BN_AGGR_VALUES = 2
 """bn_aggr writes a mean and a variance per partition from (count, mean, M2) triples (nki.isa.bn_aggr)."""
 TOP_VALUES = 8
 """max8, nc_find_index8 and nc_match_replace8 work on 8 values per partition (nki.isa.max8)."""
+TOP_MAX_ELEMENTS = 16384
+"""max8 and nc_find_index8 read "between 8 and 16,384" elements per partition (nki.isa.max8,
+nki.isa.nc_find_index8; nc_match_replace8's doc states no limit)."""
 
 
 def _dims(region: Region) -> str:
@@ -71,11 +74,36 @@ def _activation(ins: Instruction, core) -> None:
     _reduce_res(ins)
 
 
-@CHECK.register(Opcode.ACTIVATION_REDUCE, Opcode.EXPONENTIAL, Opcode.RANGE_SELECT)
+@CHECK.register(Opcode.ACTIVATION_REDUCE, Opcode.EXPONENTIAL)
 def _reduce_res_only(ins: Instruction, core) -> None:
-    """Element-wise data and dst are the generic checks' business; reduce_res is [P, 1]."""
+    """Element-wise data and dst are the generic checks' business; reduce_res is [P, 1]. On
+    NeuronCore-v2 activation_reduce's reduce_op must be nl.add (nki.isa.activation_reduce)."""
+    if ins.opcode is Opcode.ACTIVATION_REDUCE and core.generation < 3 and ins.param("reduce_op") != "add":
+        _fail(UnsupportedError, ins, f"reduce_op={ins.param('reduce_op')}; on NeuronCore-v2 ({core.name}) "
+              f"activation_reduce reduces with add only", hint="choose trn2 or later, or reduce with add")
+    reduce_init_with_load(ins)
     _reduce_res(ins)
 
+
+def reduce_init_with_load(ins: Instruction) -> None:
+    """reduce_init "should only be set when reduce_cmd is load_reduce" (nki.isa.tensor_scalar_reduce);
+    load_reduce itself is refused as not emulated (core/isa.py)."""
+    if ins.param("reduce_init") is not None and ins.param("reduce_cmd") != "load_reduce":
+        _fail(ArgumentError, ins, f"reduce_init is set but reduce_cmd={ins.param('reduce_cmd')}; the "
+              f"accumulator loads reduce_init only with reduce_cmd=load_reduce", hint="drop reduce_init")
+
+
+@CHECK.register(Opcode.RANGE_SELECT)
+def _range_select(ins: Instruction, core) -> None:
+    """on_true_tile is a float tile and bound0/bound1 fp32 (nki.isa.range_select); reduce_res is [P, 1]."""
+    data = ins.inputs[0]
+    if is_integer(data.dtype):
+        _fail(DTypeError, ins, f"on_true_tile is {data.dtype}; range_select takes a float tile")
+    for key in ("bound0", "bound1"):
+        bound = ins.param(key)
+        if type(bound) is InputRef and ins.inputs[bound.index].dtype != "float32":
+            _fail(DTypeError, ins, f"{key} is {ins.inputs[bound.index].dtype}; range_select bounds are fp32")
+    _reduce_res(ins)
 
 @CHECK.register(Opcode.TENSOR_SCALAR)
 def _tensor_scalar(ins: Instruction, core) -> None:
@@ -107,7 +135,9 @@ def _op0_operand(ins: Instruction, core) -> None:
 
 @CHECK.register(Opcode.SCALAR_TENSOR_TENSOR)
 def _scalar_tensor_tensor(ins: Instruction, core) -> None:
-    """operand1 is a whole tile combined element by element with (data op0 operand0)."""
+    """operand1 is a whole tile combined element by element with (data op0 operand0); both
+    operators are arithmetic ("Bitvec operators are not supported", nki.isa.scalar_tensor_tensor)."""
+    arithmetic(ins, "op0", "op1")
     operand1 = ins.param("operand1")
     if type(operand1) is InputRef:
         same_layout(ins, ins.inputs[operand1.index], ins.outputs[0])
@@ -153,6 +183,14 @@ def refuse_magnitude_reduction(ins: Instruction) -> None:
               f"table)", hint="reduce with maximum/minimum of nl.abs, or activation's reduce_op")
 
 
+def arithmetic(ins: Instruction, *keys: str) -> None:
+    """Operators the doc restricts to arithmetic ones: no bitvec operator."""
+    for key in keys:
+        if ins.param(key) in alu.BITWISE:
+            _fail(ArgumentError, ins, f"{key}={ins.param(key)}; this instruction takes an arithmetic"
+                  f" operator, not a bitvec one", hint="bitvec operators: tensor_scalar / tensor_tensor")
+
+
 def _integers(ins: Instruction, op: str, *regions: Region) -> None:
     """Bitvec operators treat elements as bit patterns: integer tiles only ("bitvec ops are for
     integers", the ISA's operator table; nki.isa.tensor_reduce)."""
@@ -170,19 +208,41 @@ def _tensor_scalar_reduce(ins: Instruction, core) -> None:
               f"operator, not a bitvec one", hint="use tensor_scalar, then tensor_reduce")
     _op0_operand(ins, core)
     same_layout(ins, ins.inputs[0], ins.outputs[0])
+    reduce_init_with_load(ins)
     _reduce_res(ins)
 
 
 @CHECK.register(Opcode.TENSOR_TENSOR_SCAN)
 def _tensor_tensor_scan(ins: Instruction, core) -> None:
-    """data0, data1 and dst step together along the free dims."""
+    """data0, data1 and dst step together along the free dims. tensor_scalar_cumulative (pre_op set)
+    takes an arithmetic op0 and no int32/uint32 tiles (nki.isa.tensor_scalar_cumulative)."""
     for region in ins.inputs[:2]:
         same_layout(ins, region, ins.outputs[0])
+    if ins.param("pre_op") is None:
+        return
+    if ins.param("pre_op") in alu.BITWISE:
+        _fail(ArgumentError, ins, f"op0={ins.param('pre_op')}; tensor_scalar_cumulative takes an arithmetic "
+              f"op0, not a bitvec one")
+    for region in (ins.inputs[0], ins.outputs[0]):
+        if region.dtype in ("int32", "uint32"):
+            _fail(DTypeError, ins, f"{region.name!r} is {region.dtype}; tensor_scalar_cumulative does not "
+                  f"take int32/uint32 tiles (an ISA limitation)", hint="use fp32, or 8/16-bit integers")
 
 
-@CHECK.register(Opcode.RECIPROCAL, Opcode.DROPOUT)
+@CHECK.register(Opcode.RECIPROCAL)
 def _elementwise(ins: Instruction, core) -> None:
     """One input, one output element per input element, scalars [P, 1]: the generic checks say it all."""
+
+
+@CHECK.register(Opcode.DROPOUT)
+def _dropout(ins: Instruction, core) -> None:
+    """dst.dtype matches data.dtype; integer data takes an fp32 prob tile (nki.isa.dropout)."""
+    data, dst, prob = ins.inputs[0], ins.outputs[0], ins.param("prob")
+    if dst.dtype != data.dtype:
+        _fail(DTypeError, ins, f"data is {data.dtype} but dst is {dst.dtype}; dropout writes data's dtype")
+    if type(prob) is InputRef and is_integer(data.dtype) and ins.inputs[prob.index].dtype != "float32":
+        _fail(DTypeError, ins, f"prob is {ins.inputs[prob.index].dtype}; with {data.dtype} data the prob "
+              f"tile must be float32")
 
 
 @CHECK.register(Opcode.TRANSPOSE)
@@ -220,19 +280,30 @@ def _bn_aggr(ins: Instruction, core) -> None:
 
 @CHECK.register(Opcode.SELECT_REDUCE)
 def _select_reduce(ins: Instruction, core) -> None:
-    """predicate, on_true and dst match element by element; reduce_res is [P, 1]."""
+    """predicate, on_true and dst match element by element; reduce_res is [P, 1]. predicate is an
+    integer tile; on_true is not tfloat32, int32 or uint32 (nki.isa.select_reduce)."""
     same_layout(ins, ins.inputs[1], ins.outputs[0])
+    predicate, on_true = ins.inputs[0], ins.inputs[1]
+    if not (is_integer(predicate.dtype) or predicate.dtype == "bool"):
+        _fail(DTypeError, ins, f"predicate is {predicate.dtype}; select_reduce takes an integer predicate "
+              f"(int8, uint8, int16, uint16)")
+    if on_true.dtype in ("tfloat32", "int32", "uint32"):
+        _fail(DTypeError, ins, f"on_true is {on_true.dtype}; select_reduce takes any dtype but tfloat32, "
+              f"int32 and uint32")
     _reduce_res(ins)
 
 
 @CHECK.register(Opcode.MAX8)
 def _max8(ins: Instruction, core) -> None:
     """The 8 largest of at least 8 values per partition."""
-    src = ins.inputs[0]
-    if _free(src) < TOP_VALUES:
-        _fail(ShapeError, ins, f"src {src.name!r} has {_free(src)} elements per partition; max8 reads at "
-              f"least {TOP_VALUES}")
+    top_elements(ins, ins.inputs[0])
     per_partition(ins, ins.outputs[0], "dst", TOP_VALUES)
+
+
+def top_elements(ins: Instruction, src: Region) -> None:
+    if not TOP_VALUES <= _free(src) <= TOP_MAX_ELEMENTS:
+        _fail(ShapeError, ins, f"{src.name!r} has {_free(src)} elements per partition; this instruction "
+              f"reads {TOP_VALUES} to {TOP_MAX_ELEMENTS}", hint="split the search and combine the results")
 
 
 _INDEX_DTYPES = ("uint16", "uint32")
@@ -242,6 +313,7 @@ _INDEX_DTYPES = ("uint16", "uint32")
 @CHECK.register(Opcode.FIND_INDEX8)
 def _find_index8(ins: Instruction, core) -> None:
     """8 values per partition to look for, 8 uint16 or uint32 indices per partition out."""
+    top_elements(ins, ins.inputs[0])
     per_partition(ins, ins.inputs[1], "vals", TOP_VALUES)
     per_partition(ins, ins.outputs[0], "dst", TOP_VALUES)
     if ins.outputs[0].dtype not in _INDEX_DTYPES:
@@ -286,7 +358,11 @@ def _stream_shuffle(ins: Instruction, core) -> None:
 
 @CHECK.register(Opcode.RNG)
 def _rng(ins: Instruction, core) -> None:
-    """rand2 (trn3) draws from [low, high): both bounds, low first."""
+    """rand2 (trn3) draws from [low, high): both bounds, low first. rng runs on GpSimd from
+    NeuronCore-v3 (nki.isa.rng). A float dst is kept: nl.rand issues RNG into float tiles."""
     low, high = ins.param("low"), ins.param("high")
+    if ins.engine is Engine.GPSIMD and core.generation < 3:
+        _fail(UnsupportedError, ins, f"rng on the gpsimd engine needs NeuronCore-v3 or later; {core.name} is "
+              f"generation {core.generation}", hint="use the vector engine")
     if (low is None) != (high is None) or (low is not None and not low <= high):
         _fail(ArgumentError, ins, f"random bounds min={low}, max={high}; rand2 needs min <= max")

@@ -74,8 +74,8 @@ def _indirect_copy(ins: Instruction, io: Operands) -> None:
 
 @EXECUTE.register(Opcode.DMA_TRANSPOSE)
 def _dma_transpose(ins: Instruction, io: Operands) -> None:
-    axes = ins.param("axes")
-    io.write(0, np.transpose(io.f32(0), axes))
+    """A data move: the bits pass unchanged (CHECK refuses a dst dtype other than src's)."""
+    io.write_raw(0, np.ascontiguousarray(np.transpose(io.raw(0), ins.param("axes"))))
 
 
 @EXECUTE.register(Opcode.TRANSPOSE)

@@ -6,28 +6,33 @@ from __future__ import annotations
 import numpy as np
 
 from trnsim.core import alu
-from trnsim.core.execute import EXECUTE, F32, Operands, hazard, saturated
-from trnsim.core.isa import Opcode
+from trnsim.core.execute import EXECUTE, F32, Operands, hazard, saturated, to_storage
+from trnsim.core.isa import Opcode, RegisterRef
 from trnsim.core.trace import Instruction
 
 
-def affine_values(ins: Instruction, partitions: int) -> np.ndarray:
-    """offset + channel_multiplier * p + sum(step_k * i_k) over the pattern [[step, count], ...]."""
+def affine_values(ins: Instruction, io: Operands, partitions: int) -> np.ndarray:
+    """offset + channel_multiplier * p + sum(step_k * i_k) over the pattern [[step, count], ...], in
+    32-bit integer arithmetic ("computed in 32-bit integer arithmetic", nki.isa.iota): a sum past
+    int32 wraps. A register offset is read now, when the instruction runs."""
     pattern = ins.param("pattern")
-    values = np.full((partitions,) + tuple(c for _, c in pattern), float(ins.param("offset", 0)), np.float64)
-    values += float(ins.param("channel_multiplier", 0)) * np.arange(partitions).reshape(
+    offset = ins.param("offset", 0)
+    if type(offset) is RegisterRef:
+        offset = io.state.registers.get(offset.register, 0)  # a register never moved holds 0
+    values = np.full((partitions,) + tuple(c for _, c in pattern), int(offset), np.int64)
+    values += int(ins.param("channel_multiplier", 0)) * np.arange(partitions, dtype=np.int64).reshape(
         (-1,) + (1,) * len(pattern))
     for axis, (step, count) in enumerate(pattern):
         shape = [1] * (len(pattern) + 1)
         shape[axis + 1] = count
-        values += step * np.arange(count).reshape(shape)
-    return values
+        values += step * np.arange(count, dtype=np.int64).reshape(shape)
+    return values.astype(np.int32)  # two's complement wrap (int64 holds every exact sum of int32 terms)
 
 
 @EXECUTE.register(Opcode.IOTA)
 def _iota(ins: Instruction, io: Operands) -> None:
     view = io.out(0)
-    values = affine_values(ins, view.shape[0]).reshape(view.shape)
+    values = affine_values(ins, io, view.shape[0]).reshape(view.shape)
     if view.element.numpy.kind in "iu":
         io.write_raw(0, saturated(values, view.element.numpy))
     else:
@@ -38,9 +43,15 @@ def _iota(ins: Instruction, io: Operands) -> None:
 def _affine_select(ins: Instruction, io: Operands) -> None:
     """Keep on_true where cmp_op(affine expression, 0) holds, else on_false_value."""
     on_true = io.f32(0)
-    expr = affine_values(ins, on_true.shape[0]).reshape(on_true.shape).astype(F32)
-    keep = alu.alu(ins.param("cmp_op"))(expr, np.float32(0)) != 0
-    io.write(0, np.where(keep, on_true, np.float32(ins.param("on_false_value"))))
+    expr = affine_values(ins, io, on_true.shape[0]).reshape(on_true.shape)
+    keep = alu.alu(ins.param("cmp_op"))(expr, np.int32(0)) != 0  # an integer compare: exact past 2**24
+    on_false = np.float32(ins.param("on_false_value"))
+    if io.inputs[0].element != io.out(0).element:  # the doc: only a dtype change goes through fp32
+        io.write(0, np.where(keep, on_true, on_false))
+        return
+    held = io.raw(0)  # same dtype: a selected element's bits pass unchanged (int32 past 2**24)
+    fill = to_storage(np.full(held.shape, on_false, F32), io.out(0).element)
+    io.write_raw(0, np.where(keep.reshape(held.shape), held, fill))
 
 
 @EXECUTE.register(Opcode.TENSOR_PARTITION_REDUCE)
@@ -96,9 +107,14 @@ def _local_gather(ins: Instruction, io: Operands) -> None:
 
 @EXECUTE.register(Opcode.SEQUENCE_BOUNDS)
 def _sequence_bounds(ins: Instruction, io: Operands) -> None:
-    """[start, end) of the run of equal segment ids each element is in; id 0 is padding (n, -1)."""
+    """[start, end) of the run of equal segment ids each element is in; id 0 is padding (n, -1).
+    "All segment IDs must be non-negative" (nki.isa.sequence_bounds): a negative one is a value
+    the check cannot see, so it is a hazard here (as an out-of-range nc_n_gather index is)."""
     ids = io.raw(0)
     ids = ids.reshape(ids.shape[0], -1)
+    if ids.size and ids.min() < 0:
+        raise hazard(ins, f"segment id {ids.min()} read from {ins.inputs[0].name!r} is negative; "
+                          f"sequence_bounds takes non-negative ids (0 marks padding)")
     length = ids.shape[1]
     position = np.arange(length)
     first = np.ones(ids.shape, bool)

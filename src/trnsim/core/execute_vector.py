@@ -193,7 +193,7 @@ def _tensor_tensor_scan(ins: Instruction, io: Operands) -> None:
     (tensor_scalar_cumulative) data0 is first combined with a scalar: data0 pre_op pre_operand."""
     data0, data1 = io.f32(0), io.f32(1)
     if ins.param("pre_op"):
-        data0 = _binary(ins.param("pre_op"), data0, np.float32(ins.param("pre_operand")),
+        data0 = _binary(ins.param("pre_op"), data0, _per_partition(io.value("pre_operand"), data0.ndim),
                         ins.param("pre_reverse", False))
     shape = data0.shape
     data0, data1 = data0.reshape(shape[0], -1), data1.reshape(shape[0], -1)
@@ -253,11 +253,18 @@ def _max8(ins: Instruction, io: Operands) -> None:
 
 @EXECUTE.register(Opcode.FIND_INDEX8)
 def _find_index8(ins: Instruction, io: Operands) -> None:
-    """First index of each of 8 values per partition; no match gives all ones."""
+    """Index of the first occurrence of each of 8 values per partition; no match gives all ones.
+    A value repeated in vals takes the next occurrences in turn, in ascending positions (the
+    nc_match_replace8 doc: find_index8 "pairs duplicate vals with their matching positions in
+    ascending order across dst_idx columns", as max8 lists a repeated maximum once per copy);
+    a repeat with no occurrence left gets all ones."""
     data = io.f32(0).reshape(io.f32(0).shape[0], -1)
     vals = io.f32(1).reshape(data.shape[0], -1)
     hits = data[:, None, :] == vals[:, :, None]
-    index = np.where(hits.any(axis=2), hits.argmax(axis=2), 0xFFFFFFFF).astype(np.uint32)
+    same = vals[:, :, None] == vals[:, None, :]
+    repeat = np.tril(same, k=-1).sum(axis=2)  # how many earlier vals of the partition are equal
+    nth = hits & (np.cumsum(hits, axis=2) == (repeat + 1)[:, :, None])
+    index = np.where(nth.any(axis=2), nth.argmax(axis=2), 0xFFFFFFFF).astype(np.uint32)
     io.write_raw(0, index.astype(io.out(0).element.numpy))
 
 
@@ -305,15 +312,16 @@ def _select_reduce(ins: Instruction, io: Operands) -> None:
 
 @EXECUTE.register(Opcode.STREAM_SHUFFLE)
 def _stream_shuffle(ins: Instruction, io: Operands) -> None:
-    """Within each 32-partition group, dst partition i takes src partition mask[i] (255 keeps dst)."""
-    result = io.current(0).copy()
-    src = io.f32(0).reshape((-1, *result.shape[1:]))
+    """Within each 32-partition group, dst partition i takes src partition mask[i] (255 keeps dst).
+    A data move: src and dst share a dtype (CHECK), so the bits pass unchanged."""
+    result = io.out(0).array().copy()
+    src = io.raw(0).reshape((-1, *result.shape[1:]))
     mask = ins.param("shuffle_mask")
     for p in range(result.shape[0]):
         chosen = mask[p % len(mask)]
         if chosen != 255:
             result[p] = src[(p // len(mask)) * len(mask) + chosen]
-    io.write(0, result)
+    io.write_raw(0, result)
 
 
 @EXECUTE.register(Opcode.RNG)
@@ -329,7 +337,9 @@ def _rng(ins: Instruction, io: Operands) -> None:
 
 @EXECUTE.register(Opcode.DROPOUT)
 def _dropout(ins: Instruction, io: Operands) -> None:
-    """Zero each element with probability `prob` (no rescaling of the kept ones)."""
-    data = io.f32(0)
+    """Zero each element with probability `prob` (no rescaling of the kept ones). dst has data's
+    dtype (CHECK), so a kept element keeps its bits ("kept with their original values", the doc)."""
+    data = io.raw(0)
     prob = _per_partition(io.value("prob"), data.ndim)
-    io.write(0, np.where(io.state.rng.random(data.shape, dtype=F32) < prob, np.float32(0), data))
+    drop = io.state.rng.random(data.shape, dtype=F32) < prob
+    io.write_raw(0, np.where(drop, np.zeros((), data.dtype), data))

@@ -103,7 +103,7 @@ class Kind(enum.Enum):
     ALU = "an ALU operator (nl.add, nl.maximum, ...)"
     ALU_OR_UNARY = "an ALU operator, or a unary one (nl.abs, nl.rsqrt, ...) with operand0 None or 0"
     REDUCE = "a reduction operator (add, multiply, maximum, minimum, a bitwise or logical op)"
-    PARTITION_REDUCE = "a reduction operator, or average (nki.isa.tensor_partition_reduce)"
+    PARTITION_REDUCE = "add, average, maximum, bitwise_or or bitwise_and (nki.isa.tensor_partition_reduce)"
     ACTIVATION = "an activation function (nl.exp, nl.relu, ...)"
     BOOL = "True or False"
     INT = "an integer"
@@ -112,8 +112,17 @@ class Kind(enum.Enum):
     TILE = "a tile"
     CHOICE = "one of the listed values"
     PATTERN = "an access pattern [[step, count], ...]"
+    OFFSET = "an integer (int32), or a register (nisa.register_alloc) read when the instruction runs"
     INTS = "a sequence of integers"
     FRONT_END = "set by trnsim's front end"
+
+
+@dataclass(frozen=True)
+class RegisterRef:
+    """A parameter whose value is in a scalar register: read when the instruction runs, so a
+    trace_only run (no values) records it as a simulate run does."""
+
+    register: int
 
 
 @dataclass(frozen=True)
@@ -137,7 +146,8 @@ class InstructionSpec:
     `engines[0]` is the engine used when the kernel does not choose one. `outputs`/`inputs` name
     the data operands in the order the front end passes them (a trailing `?` marks an optional
     one, `*` any number more); tiles passed as parameters (a [P,1] bias, an operand) follow, named
-    by their parameter. `reads`/`writes` are the memories data operands may live in. `params` are
+    by their parameter. `reads`/`writes` are the memories data operands may live in, narrowed for
+    one engine by `engine_reads`/`engine_writes` (a Tensor Engine transpose writes PSUM). `params` are
     the parameters with their kinds and ranges. `first_generation` is the NeuronCore generation
     (2 = trn1/inf2, 3 = trn2, 4 = trn3) that introduced the instruction. Shape relations between
     operands are the opcode's CHECK rule (core/check.py).
@@ -150,6 +160,8 @@ class InstructionSpec:
     params: Mapping[str, Param] = field(default_factory=dict)
     reads: frozenset[Memory] = _ON_CHIP
     writes: frozenset[Memory] = _ON_CHIP
+    engine_reads: Mapping[Engine, frozenset[Memory]] = field(default_factory=dict)
+    engine_writes: Mapping[Engine, frozenset[Memory]] = field(default_factory=dict)
     first_generation: int = 2
 
     @property
@@ -177,6 +189,11 @@ _INT = Param(Kind.INT)
 _NUMBER = Param(Kind.NUMBER)
 _SCALAR, _SCALAR_OPT = Param(Kind.SCALAR), Param(Kind.SCALAR, optional=True)
 _FRONT_END = Param(Kind.FRONT_END)
+_INT32 = {"low": -2 ** 31, "high": 2 ** 31 - 1}  # iota / affine_select compute in 32-bit integers (the doc)
+_AFFINE = {"pattern": Param(Kind.PATTERN, **_INT32), "offset": Param(Kind.OFFSET, **_INT32),
+           "channel_multiplier": Param(Kind.INT, **_INT32)}
+_MAXIMUM_ONLY = Param(Kind.CHOICE, choices=("maximum",))  # range_select / select_reduce: "only nl.maximum"
+_COMPARISONS = Param(Kind.CHOICE, choices=("equal", "less", "less_equal", "greater", "greater_equal"))
 _REDUCE_CMD = Param(Kind.CHOICE, choices=("idle", "reset", "reduce", "reset_reduce"),
                     unsupported=("load_reduce",))
 _REDUCTION = {"reduce_op": _REDUCE, "reduce_cmd": _REDUCE_CMD}
@@ -215,14 +232,15 @@ SPECS: dict[Opcode, InstructionSpec] = {s.opcode: s for s in (
     _spec(Opcode.TENSOR_COPY_PREDICATED, _V, _G, inputs=("src", "predicate"),
           params={"reverse_pred": _BOOL}),
     _spec(Opcode.MEMSET, *_COMPUTE, inputs=(), params={"value": _NUMBER}),
-    _spec(Opcode.IOTA, _G, inputs=(),
-          params={"pattern": Param(Kind.PATTERN), "offset": _INT, "channel_multiplier": _INT}),
+    _spec(Opcode.IOTA, _G, inputs=(), params=_AFFINE),
     _spec(Opcode.MATMUL, _T, inputs=("stationary", "moving"), reads=_SBUF, writes=_PSUM,
           params={**_MATMUL, "is_transpose": _BOOL,
                   "perf_mode": Param(Kind.CHOICE, choices=("none", "double_row"))}),
     _spec(Opcode.MATMUL_MX, _T, inputs=("stationary", "moving", "stationary_scale", "moving_scale"),
           reads=_SBUF, writes=_PSUM, first_generation=4, params=_MATMUL),
-    _spec(Opcode.TRANSPOSE, _T, _V),
+    # "Tensor Engine nc_transpose must read the input tile from SBUF and write the transposed result
+    # to PSUM. Vector Engine nc_transpose can read/write from/to either SBUF or PSUM."
+    _spec(Opcode.TRANSPOSE, _T, _V, engine_reads={_T: _SBUF}, engine_writes={_T: _PSUM}),
     _spec(Opcode.ACTIVATION, _S, outputs=("dst", "reduce_res?"), params=_SCALAR_ENGINE_OPS),
     _spec(Opcode.ACTIVATION_REDUCE, _S, outputs=("dst", "reduce_res"),
           params={"op": Param(Kind.ACTIVATION), "bias": _SCALAR_OPT, "scale": _SCALAR, **_REDUCTION}),
@@ -234,26 +252,26 @@ SPECS: dict[Opcode, InstructionSpec] = {s.opcode: s for s in (
           params={"op": _REDUCE, "axis": Param(Kind.INTS), "negate": _BOOL, "keepdims": _BOOL}),
     _spec(Opcode.TENSOR_SCALAR_REDUCE, _V, outputs=("dst", "reduce_res?"),
           params={"op0": _OP0, "operand0": _SCALAR_OPT, "reverse0": _BOOL, "reduce_res_negate": _BOOL,
-                  **_REDUCTION}),
+                  **_REDUCTION, "reduce_init": _SCALAR_OPT}),
     _spec(Opcode.TENSOR_TENSOR_SCAN, _V, inputs=("data0", "data1"),
           params={"initial": _SCALAR, "op0": _ALU, "op1": _ALU, "reverse0": _BOOL, "reverse1": _BOOL,
                   # tensor_scalar_cumulative: data0 pre_op pre_operand first
-                  "pre_op": _ALU_OPT, "pre_operand": Param(Kind.NUMBER, optional=True),
+                  "pre_op": _ALU_OPT, "pre_operand": _SCALAR_OPT,
                   "pre_reverse": Param(Kind.BOOL, optional=True)}),
     _spec(Opcode.TENSOR_PARTITION_REDUCE, _G, params={"op": Param(Kind.PARTITION_REDUCE)}),
     _spec(Opcode.BN_STATS, _V),
     _spec(Opcode.BN_AGGR, _V),
     _spec(Opcode.RECIPROCAL, _V),
     _spec(Opcode.EXPONENTIAL, _V, outputs=("dst", "reduce_res?"), inputs=("src",), first_generation=4,
-          params={"max_value": _SCALAR, **_REDUCTION}),
+          params={"max_value": _SCALAR, **_REDUCTION, "reduce_init": _SCALAR_OPT}),
     _spec(Opcode.AFFINE_SELECT, _G, inputs=("on_true_tile",),
-          params={"pattern": Param(Kind.PATTERN), "channel_multiplier": _INT, "on_false_value": _NUMBER,
-                  "cmp_op": _ALU, "offset": _NUMBER}),
+          params={**_AFFINE, "on_false_value": _NUMBER, "cmp_op": _ALU}),
     _spec(Opcode.RANGE_SELECT, _V, outputs=("dst", "reduce_res?"), inputs=("on_true_tile",),
-          params={"comp_op0": _ALU, "comp_op1": _ALU, "bound0": _SCALAR, "bound1": _SCALAR,
-                  "range_start": _NUMBER, "on_false_value": _NUMBER, **_REDUCTION}),
+          first_generation=3,
+          params={"comp_op0": _COMPARISONS, "comp_op1": _COMPARISONS, "bound0": _SCALAR, "bound1": _SCALAR,
+                  "range_start": _INT, "on_false_value": _NUMBER, **_REDUCTION, "reduce_op": _MAXIMUM_ONLY}),
     _spec(Opcode.SELECT_REDUCE, _V, outputs=("dst", "reduce_res?"), inputs=("predicate", "on_true"),
-          params={"on_false": _SCALAR, "reverse_pred": _BOOL, **_REDUCTION}),
+          params={"on_false": _SCALAR, "reverse_pred": _BOOL, **_REDUCTION, "reduce_op": _MAXIMUM_ONLY}),
     _spec(Opcode.MAX8, _V, inputs=("src",)),
     _spec(Opcode.FIND_INDEX8, _V, inputs=("data", "vals")),
     _spec(Opcode.MATCH_REPLACE8, _V, outputs=("dst", "dst_idx?"), inputs=("data", "vals"),

@@ -65,22 +65,24 @@ def new_tensor(shape, dtype, buffer=dtypes.SBUF, name: str = "", address=None,
 
 def _shared(running: NeuronCore, shape, element, name, values):
     """The k-th shared-HBM tensor of every program of a launch is one tensor (SPMD outputs), so
-    every program must ask for it with the same shape and dtype."""
+    every program must ask for it with the same shape and dtype. The error names the two requests
+    in program order, whichever program (thread, under LNC=2) asked first."""
     index = running.shared_made
     running.shared_made += 1
     launch = running.launch
     with launch.lock:
         if index not in launch.shared:
-            launch.shared[index] = running.memory.allocate(Memory.HBM, shape, element, name, None, values,
-                                                           dtypes.SHARED_HBM.name)
-        storage = launch.shared[index]
+            storage = running.memory.allocate(Memory.HBM, shape, element, name, None, values,
+                                              dtypes.SHARED_HBM.name)
+            launch.shared[index] = (storage, running.program_id)
+        storage, maker = launch.shared[index]
     if (storage.shape, storage.dtype) != (shape, element):
-        raise KernelError(f"shared_hbm tensor {index + 1} of program {running.program_id} is "
-                          f"{element.name}{list(shape)}, but another program made it as "
-                          f"{storage.dtype.name}{list(storage.shape)} ({storage.name!r}): the k-th "
-                          f"shared_hbm tensor of every program is one tensor", op="nl.ndarray",
-                          hint="give every program's shared_hbm tensors the same shapes and dtypes, "
-                               "in the same order")
+        asks = sorted([(maker, f"{storage.dtype.name}{list(storage.shape)}"),
+                       (running.program_id, f"{element.name}{list(shape)}")])
+        raise KernelError(f"shared_hbm tensor {index + 1} is one tensor of every program, but program "
+                          f"{asks[0][0]} asks for {asks[0][1]} and program {asks[1][0]} for {asks[1][1]}",
+                          op="nl.ndarray", hint="give every program's shared_hbm tensors the same shapes "
+                                                "and dtypes, in the same order")
     return storage
 
 

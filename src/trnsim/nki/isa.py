@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from numbers import Integral, Real
 
-from trnsim.core.isa import Opcode
+from trnsim.core.isa import Engine, Memory, Opcode, RegisterRef
 from trnsim.core.trace import InputRef
 from trnsim.errors import ArgumentError, KernelError, UnsupportedError
-from trnsim.nki import backend, calls
+from trnsim.nki import backend, calls, registers
 from trnsim.nki import isa_constants as constants
 from trnsim.nki.isa_constants import (
     dge_mode,
@@ -29,7 +29,7 @@ from trnsim.nki.isa_constants import (
     unknown_engine,
     vector_engine,
 )
-from trnsim.nki.registers import VirtualRegister, register_alloc, register_load, register_move, register_store
+from trnsim.nki.registers import VirtualRegister, register_alloc, register_load, register_store
 from trnsim.nki.tensor import IndirectTensor, NkiTensor
 
 __all__ = [
@@ -37,6 +37,17 @@ __all__ = [
     "oob_mode", "reduce_cmd", "scalar_engine", "tensor_engine", "unknown_engine", "vector_engine",
     "VirtualRegister", "register_alloc", "register_load", "register_move", "register_store",
 ]
+
+
+def register_move(dst, src, name=None):
+    """dst = src (an integer or another register). NKI 0.3.0 renamed imm= to src=, and src is required:
+    an unknown keyword or a missing src is refused naming the parameters (dst, src, name)."""
+    return registers.register_move(dst, src, name=name)
+
+
+_REGISTER_CALLS = {"register_move": register_move}
+calls.checked_calls(_REGISTER_CALLS, "nisa")  # dst is a register here, not a tile (NISA_ARGUMENTS)
+register_move = _REGISTER_CALLS["register_move"]
 
 
 NkiValidationError = KernelError  # NKI's name for a refused instruction; trnsim raises KernelError kinds
@@ -138,7 +149,7 @@ def memset(dst, value, engine=engine.unknown, name=None):
 
 
 def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
-    params = {"pattern": _pattern(pattern), "offset": _scalar(offset),
+    params = {"pattern": _pattern(pattern), "offset": _register_operand(offset),
               "channel_multiplier": channel_multiplier}
     return _issue(Opcode.IOTA, dst, [], params, None, name)
 
@@ -171,8 +182,10 @@ def _number(value):
     return value
 
 
-def _scalar(value):
-    return value.read_value() if isinstance(value, VirtualRegister) else value
+def _register_operand(value):
+    """A register given as an operand is read when the instruction runs (not control flow: a
+    trace_only run records it as simulate does); anything else is passed on for the check."""
+    return RegisterRef(value.id) if isinstance(value, VirtualRegister) else value
 
 
 def _same_size(dst, src, op: str) -> None:
@@ -195,7 +208,15 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
 
 
 def nc_transpose(dst, data, engine=engine.unknown, name=None):
+    """With no engine named, the compiler picks one that can write dst: the Tensor Engine writes PSUM
+    only, so an SBUF dst gets the Vector engine (nki.isa.nc_transpose, "Memory types")."""
+    if getattr(engine, "value", engine) in (None, "unknown") and _memory(dst) is Memory.SBUF:
+        engine = Engine.VECTOR.value
     return _issue(Opcode.TRANSPOSE, dst, [data], {}, engine, name)
+
+
+def _memory(tile):
+    return tile.storage.memory if isinstance(tile, NkiTensor) else None
 
 
 def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
@@ -215,3 +236,21 @@ def quantize_mx(dst, src, dst_scale, name=None):
 from trnsim.nki.isa_compute import *  # noqa: E402, F401, F403 - Scalar/Vector/GpSimd instructions
 
 calls.checked_calls(globals(), "nisa", calls.NISA_ARGUMENTS)
+
+OLD_API = {"tensor_copy_dynamic_src": "nisa.dma_copy from a view with scalar_offset / vector_offset",
+           "tensor_copy_dynamic_dst": "nisa.dma_copy into a view with scalar_offset / vector_offset"}
+"""nisa names NKI 0.4.0 removed: using one is an UnsupportedError naming what replaced it."""
+
+
+def __getattr__(name: str):
+    """An old name resolves (so `hasattr` stays a plain question) to a call that refuses at the
+    kernel's line."""
+    if name not in OLD_API:
+        raise AttributeError(f"module 'nki.isa' has no attribute {name!r}")
+
+    def removed(*args, **kwargs):
+        from trnsim.errors import SourceLoc
+        raise UnsupportedError(f"nisa.{name} was removed in NKI 0.4.0; trnsim emulates NKI 0.6",
+                               what=f"nisa.{name}", hint=f"use {OLD_API[name]}", where=SourceLoc.of_caller())
+    removed.__name__ = name
+    return removed

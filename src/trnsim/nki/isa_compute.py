@@ -16,6 +16,7 @@ from trnsim.nki.isa import (
     _issue,
     _number,
     _pattern,
+    _register_operand,
     engine,
     op_name,
     reduce_cmd,
@@ -41,14 +42,14 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
 
 
 def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False, reverse1=False,
-              reduce_op=None, reduce_res=None, reduce_cmd=_IDLE, engine=engine.scalar, name=None):
+              reduce_op=None, reduce_res=None, reduce_cmd=_IDLE, name=None):
     """trn3: dst = op((data op0 imm0) op1 imm1) (op may be nl.prelu with relu_param), then an
     optional reduction as in activation."""
     srcs = _Inputs([data])  # op0/op1 are trn3 parameters of ACTIVATION: the contract refuses them before
     params = {"op": op_name(op), "op0": op_name(op0), "imm0": srcs.ref(imm0), "reverse0": reverse0,
               "op1": op_name(op1), "imm1": srcs.ref(imm1), "reverse1": reverse1,
               "relu_param": srcs.ref(relu_param), **_reduce_params(reduce_op, reduce_cmd)}
-    return _issue(Opcode.ACTIVATION, (dst, reduce_res), srcs, params, engine, name)
+    return _issue(Opcode.ACTIVATION, (dst, reduce_res), srcs, params, None, name)
 
 
 def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
@@ -75,12 +76,11 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     return _issue(Opcode.TENSOR_SCALAR, dst, srcs, params, engine, name)
 
 
-def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False,
-                         engine=engine.unknown, name=None):
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None):
     srcs = _Inputs([data])
     params = {"op0": op_name(op0), "operand0": srcs.ref(operand0), "reverse0": reverse0,
               "op1": op_name(op1), "operand1": srcs.ref(operand1), "reverse1": reverse1}
-    return _issue(Opcode.SCALAR_TENSOR_TENSOR, dst, srcs, params, engine, name)
+    return _issue(Opcode.SCALAR_TENSOR_TENSOR, dst, srcs, params, None, name)
 
 
 def _reduce_axes(axis, data) -> tuple[int, ...]:
@@ -107,7 +107,8 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, r
                          reduce_cmd=_RESET_REDUCE, reduce_init=None, reduce_res_negate=False, name=None):
     srcs = _Inputs([data])
     params = {"op0": op_name(op0), "operand0": srcs.ref(operand0), "reverse0": reverse0,
-              "reduce_res_negate": reduce_res_negate, **_reduce_params(reduce_op, reduce_cmd)}
+              "reduce_res_negate": reduce_res_negate, **_reduce_params(reduce_op, reduce_cmd),
+              "reduce_init": srcs.ref(reduce_init)}
     return _issue(Opcode.TENSOR_SCALAR_REDUCE, (dst, reduce_res), srcs, params, None, name)
 
 
@@ -123,9 +124,9 @@ _CUMULATIVE_START = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "maximum": fl
                      "minimum": float("inf")}
 
 
-def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=_IDLE, reverse0=False,
-                             name=None):
-    """reg = op1(src[i] op0 imm0, reg); dst[i] = reg along the free dims (a scan on the Vector engine)."""
+def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=_RESET_REDUCE, name=None):
+    """reg = op1(src[i] op0 imm0, reg); dst[i] = reg along the free dims (a scan on the Vector engine);
+    imm0 is a number or a [P, 1] tile."""
     combine, command = op_name(op1), _enum_value(reduce_cmd)
     if not isinstance(combine, str) or combine not in _CUMULATIVE_START:
         raise UnsupportedError(f"tensor_scalar_cumulative op1={combine}; it takes "
@@ -134,9 +135,13 @@ def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=_ID
         raise UnsupportedError("tensor_scalar_cumulative with reduce_cmd=reduce (carrying the accumulator "
                                "across instructions) is not emulated", what="reduce_cmd.reduce")
     start = _number(imm1) if command == "load_reduce" else _CUMULATIVE_START[combine]
+    if not isinstance(imm0, NkiTensor) and (isinstance(imm0, bool) or not isinstance(imm0, Real)):
+        raise ArgumentError(f"imm0={imm0!r}; it must be a number or a [P, 1] tile",
+                            op="nisa.tensor_scalar_cumulative")
+    srcs = _Inputs([src, src])  # the scan's data0 and data1 (op1 bypass ignores data1)
     params = {"initial": start, "op0": combine, "op1": "bypass", "pre_op": op_name(op0),
-              "pre_operand": _number(imm0), "pre_reverse": reverse0}
-    return _issue(Opcode.TENSOR_TENSOR_SCAN, dst, [src, src], params, None, name)
+              "pre_operand": srcs.ref(imm0), "pre_reverse": False}
+    return _issue(Opcode.TENSOR_TENSOR_SCAN, dst, srcs, params, None, name)
 
 
 def tensor_partition_reduce(dst, op, data, name=None):
@@ -157,7 +162,8 @@ def reciprocal(dst, data, name=None):
 
 def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=_IDLE, reduce_init=0.0, name=None):
     srcs = _Inputs([src])
-    params = {"max_value": srcs.ref(max_value), **_reduce_params("add", reduce_cmd)}
+    params = {"max_value": srcs.ref(max_value), **_reduce_params("add", reduce_cmd),
+              "reduce_init": None if _is_zero(reduce_init) else srcs.ref(reduce_init)}
     return _issue(Opcode.EXPONENTIAL, (dst, reduce_res), srcs, params, None, name)
 
 
@@ -165,8 +171,13 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
                   name=None):
     """Keep on_true_tile where cmp_op(offset + channel_multiplier*p + pattern . i, 0), else the value."""
     params = {"pattern": _pattern(pattern), "channel_multiplier": channel_multiplier,
-              "on_false_value": _number(on_false_value), "cmp_op": op_name(cmp_op), "offset": offset}
+              "on_false_value": _number(on_false_value), "cmp_op": op_name(cmp_op),
+              "offset": _register_operand(offset)}
     return _issue(Opcode.AFFINE_SELECT, dst, [on_true_tile], params, None, name)
+
+
+def _is_zero(value) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool) and value == 0
 
 
 def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=_RESET_REDUCE,

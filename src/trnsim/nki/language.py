@@ -184,9 +184,10 @@ def store(dst, value):
 
 
 def load_transpose2d(src, dtype=None) -> NkiTensor:
-    tile = ndarray(tuple(reversed(src.shape)), dtype or src.dtype, sbuf)
+    """A DMA transpose into SBUF; dma_transpose does not cast, so another `dtype` is a copy after."""
+    tile = ndarray(tuple(reversed(src.shape)), src.dtype, sbuf)
     nisa.dma_transpose(dst=tile, src=src)
-    return tile
+    return tile if dtype is None or dtype == src.dtype else copy(tile, dtype)
 
 
 def copy(x, dtype=None) -> NkiTensor:
