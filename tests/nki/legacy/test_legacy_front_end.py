@@ -242,8 +242,8 @@ def test_enable_legacy_maps_neuronxcc_and_leaves_nki_alone():
 
 
 def test_psum_accumulation_starts_a_fresh_tile_and_adds_onto_zeros():
-    """`acc += nc_matmul(...)`: onto a fresh PSUM tile the group starts (accumulate=None); onto
-    nl.zeros it adds (accumulate=True). Decided at issue time, so every mode agrees."""
+    """`acc += nc_matmul(...)`: onto a fresh PSUM tile the group starts (accumulate=None), then
+    adds (accumulate=True); onto nl.zeros it adds. Decided at issue time, so every mode agrees."""
     @nki.jit
     def twice(a, zeroed):
         out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
@@ -255,10 +255,10 @@ def test_psum_accumulation_starts_a_fresh_tile_and_adds_onto_zeros():
         nl.store(out, value=acc)
         return out
     a = normal(128, 512)
-    for zeroed, flag in ((False, None), (True, True)):
+    for zeroed, first in ((False, None), (True, True)):
         np.testing.assert_allclose(twice(a, zeroed), 2 * (a[:, :128].T @ a), rtol=1e-4, atol=1e-3)
         flags = [i.param("accumulate") for i in twice.last_trace if i.opcode.name == "MATMUL"]
-        assert flags == [flag, flag]
+        assert flags == [first, True]
 
 
 def test_example_is_bit_identical_to_the_0_6_blocked_matmul():

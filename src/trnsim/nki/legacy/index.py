@@ -10,10 +10,12 @@ iteration space; `mask_box` reduces it to the rectangle of iterations that run.
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 
-from trnsim.errors import ShapeError, UnsupportedError
+from trnsim import config
+from trnsim.errors import KernelWarning, ShapeError, SourceLoc, UnsupportedError
 from trnsim.nki.tensor import DynSlice
 
 
@@ -64,6 +66,9 @@ class IndexExpr:
     def __ne__(self, other): return self._compare(other, np.not_equal)
     __hash__ = None
 
+    def __bool__(self) -> bool:
+        return _truth_value(self)
+
 
 class Predicate:
     """`mask=` value: which iterations run; combine with & | ~."""
@@ -80,8 +85,25 @@ class Predicate:
     def __ror__(self, other): return Predicate(_values(other) | self.values)
     def __invert__(self): return Predicate(~self.values)
 
+    def __bool__(self) -> bool:
+        return _truth_value(self)
+
     def __repr__(self) -> str:
         return f"Predicate(shape={list(self.values.shape)}, {int(self.values.sum())} true)"
+
+
+def _truth_value(value) -> bool:
+    """`mask=(a and b)`, `mask=not a`, `if i_p < 64:`: Python asks for one truth value and cannot
+    be told otherwise. trnsim answers True, as Python does for any object: `a and b` masks with `b`
+    alone and `not a` is False. The SDK's own test_nki_isa_nc_match_replace8.py writes such a mask
+    (its check passes read either way), so it is not refused; it warns (strict mode: refuses), since
+    the SDK documents `&` for combining masks (nki.api.shared.rst, "NKI API Masking")."""
+    what = (f"Python `and` / `or` / `not` / `if` on {type(value).__name__} {list(value.values.shape)} "
+            f"is taken as True, as for any Python object: `a and b` is `b`, `not a` is False")
+    if config.current().strict:
+        raise ShapeError(what, hint="combine masks with & | ~: (i_p < 64) & (i_f < 32), ~(i_p < 64)")
+    warnings.warn(f"{SourceLoc.of_caller()}: {what}; combine masks with & | ~", KernelWarning, stacklevel=3)
+    return True
 
 
 def _values(value):
@@ -153,6 +175,9 @@ def is_index(key) -> bool:
 def key_arrays(keys: tuple, shape: tuple) -> list[np.ndarray]:
     """One broadcastable integer array per tensor dim: expressions as they are, ints as scalars,
     slices as aranges placed on the axis of their position (as `t[i_p, 0:512]` reads)."""
+    if len(keys) > len(shape):
+        raise ShapeError(f"{len(keys)} indices for a tensor of {len(shape)} dims {list(shape)}",
+                         hint="index each dim once")
     rank = len(keys)
     arrays = []
     for position, (key, size) in enumerate(zip(keys, shape, strict=False)):
@@ -169,6 +194,17 @@ def key_arrays(keys: tuple, shape: tuple) -> list[np.ndarray]:
         rank += 1
         arrays.append(np.arange(size).reshape([1] * (rank - 1) + [-1]))
     return arrays
+
+
+def index_shape(arrays) -> tuple[int, ...]:
+    """The iteration space the per-dim index arrays span (they must broadcast, as numpy's)."""
+    try:
+        return tuple(np.broadcast_shapes(*(np.shape(a) for a in arrays)))
+    except ValueError:
+        shapes = [list(np.shape(a)) for a in arrays]
+        raise ShapeError(f"the indices' shapes {shapes} do not broadcast to one iteration space",
+                         hint="give each index expression its own axis, e.g. nl.arange(4)[None, :, None] "
+                              "between a [P, 1, 1] and a [1, 1, F] one") from None
 
 
 def _bounds(key, size: int) -> tuple[int, int, int]:

@@ -7,10 +7,16 @@ kernel gives the same bits in either API. The math calls live in legacy/math.py.
 
 from __future__ import annotations
 
-import weakref
+import ast
+import functools
+import inspect
+import os
+import sys
+import textwrap
 
 import numpy as np
 
+import trnsim
 from trnsim.core.isa import Memory
 from trnsim.errors import UnsupportedError
 from trnsim.nki import backend, calls, dtypes
@@ -41,8 +47,17 @@ from trnsim.nki.language import (  # noqa: F401 - the names the old nl shares wi
     uint32,
 )
 from trnsim.nki.legacy.index import Predicate, arange, mgrid, par_dim  # noqa: F401
-from trnsim.nki.legacy.operands import Call, PendingMatmul, PendingReduce, in_sbuf, is_tile, new_tile
-from trnsim.nki.legacy.tile import BlockTile, Indexed, Tile, unwrap, wrap
+from trnsim.nki.legacy.operands import (
+    Call,
+    PendingMatmul,
+    PendingReduce,
+    in_sbuf,
+    is_tile,
+    new_tile,
+    note_values,
+    psum_values,
+)
+from trnsim.nki.legacy.tile import BlockTile, Indexed, Tile, on_chip, unwrap, wrap
 from trnsim.nki.tensor import DynSlice
 
 
@@ -68,11 +83,15 @@ def spmd_dim(*sizes) -> int:
 
 
 def device_print(prefix, x=None, mask=None) -> None:
-    nl06.device_print(prefix, _plain(x))
+    """Print `x` (with a mask, the rectangle of it that the mask keeps)."""
+    if is_tile(x):
+        call = Call([x], mask)
+        x = None if call.empty else call.view(x, broadcast=False)
+    nl06.device_print(prefix, x)
 
 
-def affine_range(start, stop=None, step=1, **directives) -> range:
-    """A loop (the compiler directives of SDK 2.26, `directives=`, change no value)."""
+def affine_range(start, stop=None, step=1, directives=None) -> range:
+    """A loop (the compiler directives of SDK 2.26, `directives=ncc.no_reorder()`, change no value)."""
     return nl06.affine_range(start, stop, step)
 
 
@@ -91,10 +110,18 @@ def ndarray(shape, dtype, buffer=None, name: str = "", lazy_initialization: bool
 
 
 def full(shape, fill_value, dtype, buffer=None, name: str = "", lazy_initialization: bool = False) -> Tile:
+    """A filled tile; a block tensor's blocks are each filled when first used, as allocated."""
     tile = new_tile(shape, dtype, buffer, name)
-    for block in tile.all_blocks() if isinstance(tile, BlockTile) else [tile]:
-        _note_values(block.base)
-        nisa06.memset(dst=block.base, value=fill_value)
+    if isinstance(tile, BlockTile):
+        make = tile.make
+        tile.make = lambda: _filled(make(), fill_value)
+        return tile
+    return _filled(tile, fill_value)
+
+
+def _filled(tile: Tile, value) -> Tile:
+    note_values(tile.base)
+    nisa06.memset(dst=tile.base, value=value)
     return tile
 
 
@@ -159,7 +186,7 @@ def store(dst, value, mask=None):
 
 def _copy_into(target, value, **dma) -> None:
     """dst <- value: a DMA when either side is in HBM, else a Vector-engine copy; numbers memset."""
-    _note_values(target)
+    note_values(target)
     if not is_tile(value) and target.storage.memory is Memory.HBM and target.ndim:
         # a number into HBM: memset on chip, then the DMAs the old compiler made of the store
         rows, total = nl06.tile_size.pmax, target.shape[0]
@@ -209,25 +236,15 @@ def update(tile, op: str, value) -> None:
     pending = value.pending if isinstance(value, Tile) else None
     # A plain tile is its own view (the common `psum += matmul`); an indexed one resolves first.
     view = tile.base if type(tile) is Tile else Call([tile], None).view(tile, broadcast=False)
+    if isinstance(tile, Tile):
+        tile.written = None  # written whole from here on (see assign)
     if op == "add" and pending is not None and view.storage.memory is Memory.PSUM:
         value.pending = None
-        pending.issue(view, accumulate=True if view.storage in _PSUM_WITH_VALUES else None)
+        pending.issue(view, accumulate=True if psum_values(view).all() else None)
         return
     from trnsim.nki.legacy import math
-    _note_values(view)
+    note_values(view)
     math.binary(op, tile, value, dtype=tile.dtype, out=tile)
-
-
-_PSUM_WITH_VALUES: weakref.WeakSet = weakref.WeakSet()
-"""PSUM buffers an instruction other than a matmul wrote (nl.zeros, a copy, ...). `psum += matmul`
-adds onto those (accumulate=True); onto any other PSUM it starts or continues the matmul group
-(accumulate=None), as the old compiler did for an accumulation into a fresh PSUM tile. Decided
-when the kernel issues the instruction, so deferred execution cannot change it."""
-
-
-def _note_values(view) -> None:
-    if is_tile(view) and view.storage.memory is Memory.PSUM:
-        _PSUM_WITH_VALUES.add(view.storage)
 
 
 def load_transpose2d(src, mask=None, dtype=None) -> Tile:
@@ -276,10 +293,43 @@ def gather_flattened(data, indices, mask=None, dtype=None) -> Tile:
 
 
 def loop_reduce(x, op, loop_indices, dtype=None, mask=None) -> Tile:
-    """Reduce `x` into the tile this result is assigned to (`acc[...] = nl.loop_reduce(x, np.add, i)`)."""
+    """Reduce `x` into the tile this result is assigned to: `acc[...] = nl.loop_reduce(x, np.add, i)`,
+    or `acc = nl.loop_reduce(...)` as the SDK's docstring writes it (acc = op(acc, x) in place)."""
     _whole_mask(mask, [x], "nl.loop_reduce")
     from trnsim.nki.legacy.isa import _op
-    return Tile(None, pending=PendingReduce(_plain(x), _op(op), dtype))
+    pending = PendingReduce(_plain(x), _op(op), dtype)
+    target = _assigned_tile()
+    if target is None:
+        return Tile(None, pending=pending)
+    pending.issue(target.base, accumulate=None)
+    return target
+
+
+def _assigned_tile() -> Tile | None:
+    """The on-chip tile the kernel line calling us assigns to by name (`acc = nl.loop_reduce(...)`),
+    as the old compiler read it from the kernel's source; None for any other use."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    name = frame and _assignment_targets(frame.f_code).get(frame.f_lineno)
+    tile = frame.f_locals.get(name) if name else None
+    return tile if type(tile) is Tile and tile.pending is None and on_chip(tile) else None
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(trnsim.__file__)) + os.sep
+
+
+@functools.cache
+def _assignment_targets(code) -> dict[int, str]:
+    """Line -> name, for each `name = ...` statement of a kernel function (each of its lines)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(code)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    first = code.co_firstlineno - 1
+    return {line + first: node.targets[0].id for node in ast.walk(tree) if isinstance(node, ast.Assign)
+            and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+            for line in range(node.lineno, node.end_lineno + 1)}
 
 
 def ds(start, size) -> DynSlice:

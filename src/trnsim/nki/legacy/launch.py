@@ -11,14 +11,20 @@ import functools
 
 from trnsim.core.isa import Memory
 from trnsim.core.trace import NEURONX_CC
-from trnsim.errors import ConfigError, SourceLoc
-from trnsim.nki.jit import Kernel, TensorSpec, _launch_grid, resolve_target, run
+from trnsim.errors import ArgumentError, ConfigError, SourceLoc, TrnsimError
+from trnsim.nki.jit import COMPILER_OPTIONS, Kernel, TensorSpec, _launch_grid, resolve_target, run
 from trnsim.nki.jit import trace as trace06
 from trnsim.nki.legacy.tile import Tile, unwrap
 from trnsim.nki.tensor import NkiTensor
 
 MODES = ("auto", "simulation", "baremetal", "benchmark", "trace", "torchxla", "jax")
 """nki.jit modes of SDK 2.26; all run on the emulated core (benchmark also reports latency)."""
+
+OPTIONS = COMPILER_OPTIONS | {"save_neff_name", "save_trace_name", "artifacts_dir", "warmup", "iters",
+                              "working_directory", "overwrite", "profile_nth", "num_execs"}
+"""Options of the SDK 2.26 launchers (nki/api/nki/__init__.py: nki.baremetal, benchmark, profile;
+`num_execs` and the compiler options as public kernels pass them); they concern NEFF and profile
+files on hardware and change nothing here. Any other name is refused."""
 
 
 class LegacyKernel(Kernel):
@@ -32,7 +38,14 @@ class LegacyKernel(Kernel):
         self.benchmark_result: BenchmarkResult | None = None
 
     def __getitem__(self, grid) -> LegacyKernel:
-        launched = LegacyKernel(self.__wrapped__, _launch_grid(_grid(grid)), self.options)
+        """`kernel[2, 3]` or `kernel[nl.spmd_dim(nl.nc(2), 2), 2]` (programs run one after another,
+        so how they map onto logical cores changes no value)."""
+        try:
+            sizes = _launch_grid(grid if isinstance(grid, tuple) else (grid,))
+        except TrnsimError as error:
+            error.locate(SourceLoc.of_caller(), "kernel[...]")
+            raise
+        launched = LegacyKernel(self.__wrapped__, sizes, self.options)
         launched.benchmark_result = self.benchmark_result
         return launched
 
@@ -52,12 +65,6 @@ class LegacyKernel(Kernel):
         self.benchmark_result = BenchmarkResult(seconds * 1e6)
         print(f"trnsim benchmark of {self.__name__}: predicted latency {seconds * 1e6:.2f} us "
               f"(timing model, no hardware)")
-
-
-def _grid(grid) -> tuple:
-    """`kernel[2, 3]` or `kernel[nl.spmd_dim(nl.nc(2), 2), 2]`: the grid as a tuple of sizes (programs
-    run one after another, so how they map onto logical cores changes no value)."""
-    return tuple(int(size) for size in (grid if isinstance(grid, tuple) else (grid,)))
 
 
 def _as_tiles(fn):
@@ -107,6 +114,10 @@ def jit(func=None, mode: str = "auto", platform_target=None, **options):
     if mode not in MODES:
         raise ConfigError(f"nki.jit(mode={mode!r}) is not a mode of the old API", where=SourceLoc.of_caller(),
                           hint=f"use one of {', '.join(MODES)}")
+    unknown = sorted(set(options) - OPTIONS)
+    if unknown:
+        raise ArgumentError(f"nki.jit: unknown option(s) {', '.join(unknown)}", where=SourceLoc.of_caller(),
+                            hint=f"the SDK's options: mode, platform_target, {', '.join(sorted(OPTIONS))}")
     settings = {**options, "mode": mode, "platform_target": platform_target}
     if func is None:
         return lambda fn: LegacyKernel(_function(fn), options=settings)
@@ -120,22 +131,17 @@ def _function(kernel):
 
 def baremetal(kernel=None, **options):
     """Runs on hardware under the SDK; here it runs on the emulated core with values."""
-    return jit(kernel, mode="baremetal", **_known(options))
+    return jit(kernel, mode="baremetal", **options)
 
 
-def benchmark(kernel=None, warmup: int = 0, iters: int = 1, **options):
+def benchmark(kernel=None, **options):
     """Runs once and reports the timing model's latency (warmup and iters change nothing: the
     model is deterministic)."""
-    return jit(kernel, mode="benchmark", **_known(options))
+    return jit(kernel, mode="benchmark", **options)
 
 
 def profile(kernel=None, **options):
-    return jit(kernel, mode="benchmark", **_known(options))
-
-
-def _known(options: dict) -> dict:
-    """Options of the SDK's launchers that concern files on hardware (NEFFs, traces): dropped."""
-    return {k: v for k, v in options.items() if k == "platform_target"}
+    return jit(kernel, mode="benchmark", **options)
 
 
 def simulate_kernel(kernel, *args, **kwargs):

@@ -8,7 +8,7 @@ against each other, which is a stride-0 view here.
 
 from __future__ import annotations
 
-from trnsim.errors import ArgumentError, UnsupportedError
+from trnsim.errors import ArgumentError, ShapeError, UnsupportedError
 from trnsim.nki import calls, dtypes
 from trnsim.nki import isa as nisa06
 from trnsim.nki import language as nl06
@@ -85,6 +85,7 @@ def _delegate(function, name: str):
     operands to its rectangle; the result is then copied into the rectangle of a full-size tile."""
     def op(*args, mask=None, **kwargs):
         call = Call([args[0]] if is_tile(args[0]) else [], mask)
+        reduced = _reduced_axes(name, args, kwargs, len(call.shape))
         def cut(value):
             return call.view(value, broadcast=False) if is_tile(value) else value
         if call.empty:
@@ -95,10 +96,7 @@ def _delegate(function, name: str):
             result = result.expand_dim(1)  # a tile keeps its partition dim: [P] is the [P, 1] column
         if call.box is None:
             return wrap(result)
-        axis = kwargs.get("axis", args[1] if name in _AXIS_CALLS and len(args) > 1 else None)
-        reduced = () if axis is None or name not in _AXIS_CALLS else (
-            axis if isinstance(axis, tuple | list) else (axis,))
-        return _into_full(result, call, {a % len(call.shape) for a in reduced})
+        return _into_full(result, call, reduced)
     op.__name__ = name
     op.nki_op = getattr(function, "nki_op", name)
     op.__doc__ = function.__doc__
@@ -107,6 +105,19 @@ def _delegate(function, name: str):
 
 _AXIS_CALLS = frozenset({*_REDUCTIONS, "mean", "var", "all"})
 """Delegated calls whose second argument (or `axis=`) names the dims they reduce."""
+
+
+def _reduced_axes(name: str, args: tuple, kwargs: dict, rank: int) -> set[int]:
+    """The dims a delegated call reduces; the partition dim is refused, as the SDK documents (SDK
+    2.26 nl.sum and the other reductions: axis "must be free dimensions, not partition dimension")."""
+    axis = kwargs.get("axis", args[1] if len(args) > 1 else None) if name in _AXIS_CALLS else None
+    if axis is None or not rank:
+        return set()
+    reduced = {a % rank for a in (axis if isinstance(axis, tuple | list) else (axis,))}
+    if 0 in reduced:
+        raise ShapeError(f"axis={axis} names the partition dim (0); the old API reduces free dims only",
+                         hint="use nisa.tensor_partition_reduce, or transpose the tile first")
+    return reduced
 
 
 def _into_full(part, call: Call, reduced: set[int]) -> Tile:
@@ -122,12 +133,21 @@ def _into_full(part, call: Call, reduced: set[int]) -> Tile:
     return tile
 
 
+_where = _delegate(nl06.where, "where")
+
+
+def where(condition, x, y, dtype=None, mask=None):
+    """x where condition holds, else y, in the old API's promoted dtype of x and y."""
+    return _where(condition, x, y, dtype=result_dtype(dtype, x, y), mask=mask)
+
+
 PUBLIC = {
     **{name: _binary(name) for name in (*_BINARY, "abs_max", "abs_min")},
     **{name: _unary(name) for name in _UNARY},
     **{name: _delegate(getattr(nl06, name), name) for name in (
-        *_REDUCTIONS, "mean", "var", "all", "softmax", "rms_norm", "where", "reciprocal", "sin",
+        *_REDUCTIONS, "mean", "var", "all", "softmax", "rms_norm", "reciprocal", "sin",
         "logical_not", "invert", "dropout")},
+    "where": where,
     "bypass": nl06.bypass, "prelu": nl06.prelu, "average": nl06.average,
 }
 """The math names of the old nl (legacy/language.py adds them to its namespace)."""

@@ -8,6 +8,7 @@ operand and of the destination, and allocates the result tile the old compiler w
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
@@ -125,6 +126,7 @@ class PendingMatmul:
     def issue(self, dst, accumulate) -> None:
         stationary, moving = in_sbuf(self.stationary), in_sbuf(self.moving)
         nisa06.nc_matmul(dst, stationary, moving, accumulate=accumulate, **self.params)
+        note_values(dst)
 
     def materialize(self):
         tile = new_tile(self.shape, self.dtype, dtypes.PSUM)
@@ -145,8 +147,7 @@ class PendingReduce:
         self.shape, self.dtype = tuple(data.shape), dtype or data.dtype
 
     def issue(self, dst, accumulate) -> None:
-        from trnsim.nki.legacy.language import _note_values
-        _note_values(dst)
+        note_values(dst)
         nisa06.tensor_tensor(dst=dst, data1=dst, data2=in_sbuf(self.data), op=self.op)
 
     def materialize(self):
@@ -157,6 +158,31 @@ class PendingReduce:
     @staticmethod
     def fits(dst) -> bool:
         return dst.storage.memory is not Memory.HBM
+
+
+_PSUM_VALUES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Per PSUM buffer, which elements an instruction the kernel issued wrote (a matmul too).
+`psum += matmul` adds (accumulate=True) onto a region that holds values throughout; onto a fresh
+one it starts the matmul group (accumulate=None), as the old compiler did for an accumulation into
+a new PSUM tile. Decided when the kernel issues the instruction, so deferred execution cannot
+change it."""
+
+
+def note_values(view) -> None:
+    """`view` (when in PSUM) holds values from now on."""
+    if is_tile(view) and view.storage.memory is Memory.PSUM:
+        psum_values(view)[...] = True
+
+
+def psum_values(view) -> np.ndarray:
+    """Which elements of a PSUM view hold values an issued instruction wrote."""
+    storage = view.storage
+    if storage not in _PSUM_VALUES:
+        _PSUM_VALUES[storage] = np.zeros(math.prod(storage.shape), np.bool_)
+    flags = _PSUM_VALUES[storage]
+    if view.element.numpy.itemsize != storage.dtype.numpy.itemsize:
+        return flags  # a view in a dtype of another size: tracked for the whole buffer
+    return np.ndarray(view.shape, np.bool_, flags, view.offset, tuple(view.strides))
 
 
 def new_tile(shape, dtype, buffer=None, name: str = "") -> Tile:

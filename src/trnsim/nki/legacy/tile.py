@@ -14,8 +14,8 @@ import numbers
 import numpy as np
 
 from trnsim.core.isa import Memory
-from trnsim.errors import HazardError, ShapeError, SourceLoc, UnsupportedError
-from trnsim.nki.legacy.index import IndexExpr, key_arrays
+from trnsim.errors import ArgumentError, HazardError, ShapeError, SourceLoc, UnsupportedError
+from trnsim.nki.legacy.index import IndexExpr, index_shape, key_arrays
 from trnsim.nki.tensor import NkiTensor
 
 _INDEX_OPS = {"add": "add", "subtract": "sub", "multiply": "mul"}
@@ -58,7 +58,20 @@ class _Operators:
     __mod__, __rmod__ = _op("mod"), _op("mod", True)
     __lt__, __le__ = _op("less"), _op("less_equal")
     __gt__, __ge__ = _op("greater"), _op("greater_equal")
-    __and__, __or__, __xor__ = _op("bitwise_and"), _op("bitwise_or"), _op("bitwise_xor")
+    __eq__, __ne__ = _op("equal"), _op("not_equal")
+    __hash__ = object.__hash__  # `==` gives a tile; tiles stay usable as dict keys by identity
+    __and__, __rand__ = _op("bitwise_and"), _op("bitwise_and", True)
+    __or__, __ror__ = _op("bitwise_or"), _op("bitwise_or", True)
+    __xor__, __rxor__ = _op("bitwise_xor"), _op("bitwise_xor", True)
+    __lshift__, __rlshift__ = _op("left_shift"), _op("left_shift", True)
+    __rshift__, __rrshift__ = _op("right_shift"), _op("right_shift", True)
+
+    def __bool__(self):
+        """`if tile > x:`: a tile's values are not known while the kernel is traced."""
+        raise ArgumentError("a tile has no truth value while the kernel is traced (`if`, `and`, `or`, `not` "
+                            "on a tile)", where=SourceLoc.of_caller(),
+                            hint="select values with nl.where or mask= with index expressions; "
+                                 "combine tiles with & | ~")
 
     def __floordiv__(self, other):
         """`a // b`: the old API has no floor division operator; refused at the kernel's line."""
@@ -125,7 +138,12 @@ class Tile(_Operators):
 
     def __getattr__(self, name: str):
         """View methods of NkiTensor (view, reshape, ...), returning Tiles."""
-        method = getattr(self.base, name)
+        try:
+            method = getattr(self.base, name)
+        except AttributeError:  # kept an AttributeError: hasattr() and getattr(t, name, default) ask
+            raise AttributeError(f"{SourceLoc.of_caller()}: an old-API tile has no attribute {name!r} "
+                                 f"(it has shape, dtype, ndim, reshape, view, broadcast_to, expand_dims; "
+                                 f"nl.transpose transposes)") from None
         if not callable(method):
             return method
         return lambda *args, **kwargs: wrap(method(*args, **kwargs))
@@ -146,7 +164,7 @@ class Tile(_Operators):
     def __setitem__(self, key, value) -> None:
         from trnsim.nki.legacy import language
         language.assign(self[key], value)
-
+        self.written = None  # written beyond a masked call's rectangle now: copied whole from here on
 
 
 class Indexed(_Operators):
@@ -159,10 +177,10 @@ class Indexed(_Operators):
 
     @property
     def shape(self) -> tuple[int, ...]:
-        base, keys = _selected(self.tile.base, self.keys)
+        base, keys = _selected(_widened(self.tile.base, len(self.keys)), self.keys)
         if keys and isinstance(keys[0], Tile | Indexed):  # one row per index: as a [rows, 1] expression
             keys = (IndexExpr(np.zeros((keys[0].shape[0], 1), np.int64)), *keys[1:])
-        return tuple(np.broadcast_shapes(*(a.shape for a in key_arrays(keys, base.shape))))
+        return index_shape(key_arrays(keys, base.shape))
 
     dtype = property(lambda self: self.tile.dtype)
     buffer = property(lambda self: self.tile.buffer)
@@ -228,9 +246,6 @@ class BlockTile:
             self.made[index] = self.make()
         return self.made[index]
 
-    def all_blocks(self) -> list[Tile]:
-        return [self.block(index) for index in np.ndindex(*self.blocks)]
-
     def __getitem__(self, key):
         keys = key if isinstance(key, tuple) else (key,)
         chosen, free = list(self.chosen), len(self.blocks) - len(self.chosen)
@@ -240,9 +255,10 @@ class BlockTile:
                 raise HazardError(f"block index {keys[0]} is out of bounds for a block dim of size {size}")
             chosen.append(int(keys[0]) % size)
             keys, free = keys[1:], free - 1
-        if free and keys and not all(k == slice(None) for k in keys):
+        if free and keys and not all(isinstance(k, slice) and k == slice(None) for k in keys):
             raise UnsupportedError("indexing block dims (before nl.par_dim) with anything but integers is "
-                                   "not emulated", what="block-dim index", hint="use integer block indices")
+                                   "not emulated", what="block-dim index", where=SourceLoc.of_caller(),
+                                   hint="use integer block indices")
         if free:
             return BlockTile(self.blocks, self.tile_shape, self.dtype, self.buffer, self.make, tuple(chosen),
                              self.made)
@@ -255,7 +271,8 @@ class BlockTile:
 
     def __getattr__(self, name: str):
         raise UnsupportedError(f"a block tensor (dims before nl.par_dim) used whole ({name}) is not emulated",
-                               what="whole block tensor", hint="index its block dims with integers")
+                               what="whole block tensor", where=SourceLoc.of_caller(),
+                               hint="index its block dims with integers")
 
 
 def _indirect_rows(base: NkiTensor, keys: tuple, box) -> NkiTensor:
@@ -277,7 +294,7 @@ def _indirect_rows(base: NkiTensor, keys: tuple, box) -> NkiTensor:
 
 def affine_view(base: NkiTensor, arrays: list[np.ndarray], box) -> NkiTensor | None:
     """The strided view of `base` that the per-dim index arrays describe, in the `box` of iterations."""
-    shape = tuple(np.broadcast_shapes(*(a.shape for a in arrays)))
+    shape = index_shape(arrays)
     rank = len(shape)
     arrays = [np.reshape(a, (1,) * (rank - np.ndim(a)) + np.shape(a)) for a in arrays]
     if box is not None:
