@@ -260,3 +260,16 @@ def test_load_transpose2d_to_another_dtype_transposes_then_copies():
     result = _both(kernel, x)
     assert result.dtype == ml_dtypes.bfloat16
     np.testing.assert_array_equal(result, x.T.astype(ml_dtypes.bfloat16))
+
+
+def test_select_reduce_takes_a_bool_predicate():
+    """The SDK's own select_reduce test loads an np.bool_ predicate; the integer-predicate rule refused it."""
+    @nki.jit
+    def kernel(predicate, on_true):
+        dst = nl.ndarray(on_true.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.select_reduce(dst=dst, predicate=_sbuf(predicate), on_true=_sbuf(on_true), on_false=-1.0)
+        return _out(dst)
+
+    rng = np.random.default_rng(2)
+    predicate, on_true = rng.integers(0, 2, (8, 8)).astype(np.bool_), rng.random((8, 8)).astype(np.float32)
+    np.testing.assert_array_equal(_both(kernel, predicate, on_true), np.where(predicate, on_true, -1.0))

@@ -284,7 +284,7 @@ def _select_reduce(ins: Instruction, core) -> None:
     integer tile; on_true is not tfloat32, int32 or uint32 (nki.isa.select_reduce)."""
     same_layout(ins, ins.inputs[1], ins.outputs[0])
     predicate, on_true = ins.inputs[0], ins.inputs[1]
-    if not (is_integer(predicate.dtype) or predicate.dtype == "bool"):
+    if not (is_integer(predicate.dtype) or predicate.dtype in ("bool", "bool_")):
         _fail(DTypeError, ins, f"predicate is {predicate.dtype}; select_reduce takes an integer predicate "
               f"(int8, uint8, int16, uint16)")
     if on_true.dtype in ("tfloat32", "int32", "uint32"):
