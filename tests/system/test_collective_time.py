@@ -132,7 +132,8 @@ def test_ranks_are_logical_cores_as_neuron_numbers_them():
 
 
 def test_calibration_table_error():
-    """The 16-rank trn2 table the model is fitted on (bench/collectives.py): MAPE under 15%."""
+    """The 16-rank trn2 table (bench/collectives.py): MAPE under 15% on the fitting rows and on the
+    held-out rows apart."""
     sys.path.insert(0, str(BENCH))
     try:
         import collectives as bench
@@ -142,7 +143,9 @@ def test_calibration_table_error():
         pytest.skip("calibration table not present (../shared/reference)")
     fabric = system.fabric("trn2.48xlarge")
     result = bench.report(bench.read_table(bench.DEFAULT_CSV), system.Machine(fabric, fabric.default_lnc))
-    assert result["rows"] == 54 and result["mape_pct"] < 15 and result["mape_pct_ge_1MiB"] < 20
+    fitting, held = result["fitting"], result["held_out"]
+    assert fitting["rows"] + held["rows"] == 54
+    assert fitting["mape_pct"] < 15 and held["mape_pct"] < 15 and held["mape_pct_ge_1MiB"] < 20
 
 
 def test_replica_groups_and_nodes():

@@ -125,8 +125,8 @@ def results(args: argparse.Namespace) -> list[dict]:
     groups = replica_groups(args) or [None]
     rows = []
     maxbytes = args.maxbytes if args.maxbytes is not None else max(args.minbytes, parse_size("32M"))
-    for size in sizes(args.minbytes, maxbytes, args.stepbytes, args.stepfactor):
-        size -= size % element
+    requested = sizes(args.minbytes, maxbytes, args.stepbytes, args.stepfactor)
+    for size in whole_elements(requested, element)[0]:
         times = [system.collective_time(op, size, len(group) if group else args.nworkers, instance,
                                         type_name, args.algorithm, lnc=args.lnc,
                                         nodes=None if group else args.nnodes, group=group)
@@ -136,6 +136,26 @@ def results(args: argparse.Namespace) -> list[dict]:
                      "time:avg(us)": round(slowest.seconds * 1e6, 2), "algbw(GB/s)": slowest.algbw,
                      "busbw(GB/s)": slowest.busbw, "algorithm": slowest.algorithm})
     return rows
+
+
+def whole_elements(found: list[int], element: int) -> tuple[list[int], int]:
+    """The sizes rounded down to whole elements (a size below one element up to one element, 0 kept),
+    each printed once, and how many requested sizes were merged into another row by the rounding."""
+    rounded = [size - size % element if size >= element or size == 0 else element for size in found]
+    unique = list(dict.fromkeys(rounded))
+    return unique, len(found) - len(unique)
+
+
+def rounding_note(args: argparse.Namespace) -> str | None:
+    """Says when the rounding to whole elements merged requested sizes (None when it did not)."""
+    _, element = dtype_bytes(args.datatype)
+    maxbytes = args.maxbytes if args.maxbytes is not None else max(args.minbytes, parse_size("32M"))
+    _, merged = whole_elements(sizes(args.minbytes, maxbytes, args.stepbytes, args.stepfactor), element)
+    if not merged:
+        return None
+    return (f"{merged} requested size(s) fell on the same whole number of {element}-byte {args.datatype} "
+            f"elements as another (sizes round down to whole elements, up to one element) "
+            f"and are printed once")
 
 
 COLUMNS = ("size(B)", "count(elems)", "type", "time:avg(us)", "algbw(GB/s)", "busbw(GB/s)")
@@ -160,10 +180,34 @@ def _cell(value) -> str:
 def report(args: argparse.Namespace, rows: list[dict]) -> dict:
     """nccom-test's JSON ({"results": [...]}) with the run's configuration and a prediction note."""
     keep = [*COLUMNS, "algorithm"] if args.show_algorithm else list(COLUMNS)
+    note = rounding_note(args)
     return {"prediction": "times are trnsim model predictions, not measurements",
+            **({"note": note} if note else {}),
             "config": {"operation": operation(args.op), "nworkers": args.nworkers, "nnodes": args.nnodes,
                        "instance": instance_of(args), "datatype": args.datatype, "lnc": args.lnc},
             "results": [{key: row[key] for key in keep} for row in rows]}
+
+
+def plot(args: argparse.Namespace, rows: list[dict]) -> None:
+    """--plot: busbw against size for the table's configuration (instance, -N, --lnc, --algorithm,
+    replica groups, dtype): the table's own rows, and the same run at each other --plot-ranks."""
+    from trnsim.system.pictures import busbw_plot
+
+    counts = args.plot_ranks or [args.nworkers]
+    if args.custom_replica_groups is not None and set(counts) != {args.nworkers}:
+        raise ConfigError("--plot-ranks with --custom-replica-groups: the groups fix the rank count",
+                          hint=f"plot only -r {args.nworkers}, or drop the groups")
+    series = {}
+    for ranks in counts:
+        other = argparse.Namespace(**{**vars(args), "nworkers": ranks})
+        found = rows if ranks == args.nworkers else results(other)
+        series[f"{ranks} ranks"] = [(row["size(B)"], row["busbw(GB/s)"]) for row in found]
+    setting = [f"{operation(args.op)} on {instance_of(args)} ({args.datatype})"]
+    setting += [f"-N {args.nnodes}"] if args.nnodes is not None else []
+    setting += [f"LNC={args.lnc}"] if args.lnc is not None else []
+    setting += [f"algorithm {args.algorithm}"] if args.algorithm is not None else []
+    setting += ["custom replica groups"] if args.custom_replica_groups is not None else []
+    busbw_plot(series, ", ".join(setting) + ": trnsim prediction", args.plot)
 
 
 def _rank_list(text: str) -> list[int]:
@@ -180,17 +224,15 @@ def run(args: argparse.Namespace) -> int:
     rows = results(args)
     document = report(args, rows)
     if args.plot:  # drawn first: a picture it cannot write leaves no JSON report behind either
-        from trnsim.system.pictures import busbw_plot
-
-        ranks = args.plot_ranks or [args.nworkers]
-        busbw_plot(operation(args.op), [row["size(B)"] for row in rows], ranks, instance_of(args),
-                   args.datatype, args.plot)
+        plot(args, rows)
     if args.report_to_json_file:
         write_atomic(args.report_to_json_file, json.dumps(document, indent=4) + "\n")
     if args.json:
         print(json.dumps(document, indent=4))
     else:
         print(table(rows, args.show_algorithm))
+        if document.get("note"):
+            print(f"({document['note']})")
         print("(predicted by trnsim's collective model, not measured)")
     return 0
 

@@ -43,8 +43,8 @@ SUMMARY = {
                  ("On-demand", "usd_per_hour")),
     "fabric": (("Layout", "layout"), ("Torus", "torus_dims"), ("Chips/node", "chips_per_node"),
                ("Nodes", "nodes"), ("LNC", "default_lnc"), ("Links/chip", "links_per_chip"),
-               ("Link/direction", "link_bytes_per_s"), ("Hop", "hop_latency_s"),
-               ("Between nodes/chip", "scaleup_bytes_per_s_per_chip"),
+               ("Per link, 1 direction", "link_bytes_per_s"), ("Hop", "hop_latency_s"),
+               ("Between nodes, per chip, 1 direction", "scaleup_bytes_per_s_per_chip"),
                ("EFA/node", "network_bytes_per_s_per_node"), ("EFA latency", "network_latency_s")),
 }
 
@@ -112,14 +112,24 @@ def cell(row: Row | None, notes: SourceNotes) -> str:
     return f"{row.text}{date}{notes.mark(row.sourced)}"
 
 
+NOT_APPLICABLE = "n/a: does not apply (a switch has no torus; a one-node system no links between nodes)"
+"""The fabric table's legend for a field a system does not have."""
+
+
 def summary_table(kind: str, specs, notes: SourceNotes) -> Table:
-    table = Table(title=f"{kind.capitalize()}s", title_justify="left")
+    caption = NOT_APPLICABLE if kind == "fabric" else None
+    table = Table(title=f"{kind.capitalize()}s", title_justify="left", caption=caption,
+                  caption_justify="left")
     table.add_column("Name", no_wrap=True)
     for header, _ in SUMMARY[kind]:
         table.add_column(header)
     for spec in specs:
         cells = row_map(spec)
-        add_plain_row(table, title_of(spec), *(cell(cells.get(path), notes) for _, path in SUMMARY[kind]))
+        texts = [cell(cells.get(path), notes) for _, path in SUMMARY[kind]]
+        if kind == "fabric":  # a fabric's missing field does not apply; it is not unpublished
+            texts = ["n/a" if cells.get(path) is not None and cells[path].value is None else text
+                     for text, (_, path) in zip(texts, SUMMARY[kind], strict=True)]
+        add_plain_row(table, title_of(spec), *texts)
     return table
 
 
@@ -213,7 +223,7 @@ def show_topology(catalog: Catalog, args: argparse.Namespace) -> int:
     if args.picture:  # drawn first, and with --json too: stdout stays JSON, the picture is a file
         from trnsim.system.pictures import topology_picture
 
-        picture = topology_picture(spec.name, args.picture)
+        picture = topology_picture(spec, args.picture)
     if args.json:
         print(json.dumps([to_json(spec), to_json(spec.model)], indent=2, ensure_ascii=False))
         return 0

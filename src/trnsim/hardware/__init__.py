@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from trnsim.errors import SpecError
 from trnsim.hardware.catalog import Catalog, default_catalog, load_catalog
 from trnsim.hardware.specs import (
     Alternative,
@@ -87,6 +88,8 @@ def source_of(spec, field: str) -> Sourced:
 
 def load(data_dir: str | Path) -> Catalog:
     """A catalog read from another data directory (an edited copy), checked like the default."""
+    if not isinstance(data_dir, str | Path):
+        raise SpecError(f"load(data_dir) takes a directory path, got {data_dir!r}")
     return load_catalog(data_dir)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from trnsim.errors import SpecError
 from trnsim.hardware.specs import ChipSpec, InstanceSpec, Sourced
 
 PFLOPS = 10**15
@@ -90,6 +91,9 @@ _ANNOUNCED = {"fp8_flops": "fp8_pflops", "hbm_bytes_per_s": "hbm_tb_per_s"}
 
 def figures(spec: ChipSpec | InstanceSpec) -> dict[str, Figure]:
     """Every comparison figure of one chip or instance, keyed as in FIGURES."""
+    if not isinstance(spec, ChipSpec | InstanceSpec):
+        raise SpecError(f"figures(spec) takes a chip or an instance (hardware.chip(...) or "
+                        f"hardware.instance(...)), got {type(spec).__name__} {getattr(spec, 'name', spec)!r}")
     result = {}
     for key, rule in FIGURES.items():
         inputs = tuple((name, spec.sources[name]) for name in rule.reads(spec) if name in spec.sources)

@@ -302,8 +302,10 @@ class FabricSpec(_Spec):
     """How the chips of one system (an instance or UltraServer) are wired: the node's chip
     network (a torus of NeuronLinks or a NeuronSwitch), the links between its nodes, and EFA.
 
-    Bandwidths are per direction. `layout` is "torus" (links to grid neighbours, `torus_dims`)
-    or "switch" (every chip reaches every other in one hop at `link_bytes_per_s` per chip).
+    Bandwidths are per direction: `link_bytes_per_s` is one link's, `scaleup_bytes_per_s_per_chip`
+    a chip's links to other nodes together, `network_bytes_per_s_per_node` a node's EFA. `layout`
+    is "torus" (links to grid neighbours, `torus_dims`) or "switch" (all `links_per_chip` links of
+    a chip go to one switch, which reaches every other chip in one hop).
     """
 
     name: str = plain("text")

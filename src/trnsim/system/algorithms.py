@@ -107,8 +107,9 @@ def _shape(op: str, algorithm: str, group: ChipGroup, spec: FabricSpec, lnc: int
     scale = (ranks - 1) / ranks * chips / (chips - 1) if chips > 1 else 0.0
     ring_bound = min(memory, group.ring_links * spec.link_bytes_per_s * scale) if chips > 1 else memory
     ring_busbw = model.link_efficiency * ring_bound
-    if op == "permute":  # one step to the successor, over one link when it is on another chip
-        link = min(memory, spec.link_bytes_per_s) if chips > 1 else memory
+    if op == "permute":  # one step to the successor: over one torus link, or all of a chip's links
+        links = spec.links_per_chip if spec.layout == "switch" else 1  # to the switch
+        link = min(memory, links * spec.link_bytes_per_s) if chips > 1 else memory
         return 1, 1, model.link_efficiency * link
     if algorithm == "ring":
         return phases * (ranks - 1), 1, ring_busbw

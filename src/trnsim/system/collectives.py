@@ -11,15 +11,18 @@ mid sizes, KangaRing for large ones [S16]). Times are predictions, never measure
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from trnsim.errors import ConfigError, FormatError, UnsupportedError
 from trnsim.numerics.formats import get_format
 from trnsim.system import algorithms
 from trnsim.system.algorithms import Stage, bus_factor
-from trnsim.system.topology import ChipGroup, Machine, Span
+from trnsim.system.topology import MAX_RANKS, ChipGroup, Machine, Span
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "permute")
 ALIASES = {"allr": "all_reduce", "allg": "all_gather", "redsct": "reduce_scatter", "alltoall": "all_to_all",
@@ -56,6 +59,8 @@ def operation(op: str) -> str:
 
 def dtype_bytes(dtype: str) -> tuple[str, int]:
     """(canonical name, bytes per element) of a dtype named as numpy, NKI or nccom-test name it."""
+    if not isinstance(dtype, str):
+        raise ConfigError(f"dtype must be a dtype's name (a string such as 'bfloat16'), got {dtype!r}")
     try:
         fmt = get_format(DTYPE_ALIASES.get(dtype, dtype))
     except FormatError as error:
@@ -95,9 +100,19 @@ def collective_time(op: str, size_bytes: int, ranks: int, instance: str = "trn2.
 def _members(machine: Machine, ranks: int, nodes: int | None, group: Sequence[int] | None) -> list[int]:
     """The ranks taking part: `group` as given, or `ranks` spread over `nodes` (default: filled)."""
     if group is not None:
+        if nodes is not None:
+            raise ConfigError(f"group and nodes={nodes!r} both place the ranks",
+                              hint="give one: a group's ranks are placed as the instance numbers them")
+        if isinstance(group, str | bytes) or not hasattr(group, "__iter__"):
+            raise ConfigError(f"group must be a list of rank numbers, got {group!r}")
         members = list(group)
-        if len(members) != ranks or not all(isinstance(r, int) and r >= 0 for r in members):
+        if len(members) != ranks or not all(not isinstance(r, bool) and hasattr(r, "__index__")
+                                            and r >= 0 for r in members):
             raise ConfigError(f"group must list {ranks} distinct rank numbers >= 0, got {members!r}")
+        members = [r.__index__() for r in members]
+        if max(members) >= MAX_RANKS:
+            raise ConfigError(f"group names rank {max(members)}, beyond the {MAX_RANKS:,} ranks "
+                              f"trnsim models")
         return members
     if nodes is None:
         return list(range(ranks))
@@ -114,6 +129,8 @@ def time_on(machine: Machine, op: str, size_bytes: int, ranks: int | Sequence[in
             algorithm: str | None = None) -> CollectiveTime:
     """`collective_time` on a machine already built (a fabric with other constants, when fitting)
     for `ranks` ranks from 0, or the listed ranks."""
+    if isinstance(ranks, int) and ranks > MAX_RANKS:
+        raise ConfigError(f"{ranks:,} ranks is more than trnsim models ({MAX_RANKS:,})")
     members = list(range(ranks)) if isinstance(ranks, int) else list(ranks)
     if len(members) == 1 or size_bytes == 0:
         return CollectiveTime(0.0, "none", 0.0, 0.0)
@@ -155,8 +172,10 @@ def _stages(op: str, size: float, span: Span, machine: Machine, algorithm: str |
                 _node_stage("all_gather", size, group, machine, algorithm)]
     if op == "all_to_all":
         return [node, *(_tier_stage(tier, op, size * tier.ranks_below) for tier in tiers)]
-    if op == "permute":
-        return [max([node, *(_tier_stage(tier, op, size) for tier in tiers)], key=lambda s: s.seconds)]
+    if op == "permute":  # one rank's buffer crosses a boundary: one chip's links, or its one NIC
+        crossing = [_tier_stage(dataclasses.replace(tier, bytes_per_s=_one_chip(tier, machine)), op, size)
+                    for tier in tiers]
+        return [max([node, *crossing], key=lambda s: s.seconds)]
     return [node, *(_tier_stage(tier, op, size) for tier in tiers)]
 
 
@@ -219,6 +238,14 @@ def _tiers(span: Span, machine: Machine) -> list[_Tier]:
     return tiers
 
 
+def _one_chip(tier: _Tier, machine: Machine) -> float:
+    """What one chip sends at on a tier: its scale-up links, or its EFA NIC (one per chip [S15])."""
+    fabric = machine.fabric
+    if tier.name == "scale-up":
+        return fabric.scaleup_bytes_per_s_per_chip
+    return fabric.network_bytes_per_s_per_node / fabric.chips_per_node
+
+
 def _tier_stage(tier: _Tier, op: str, size: float) -> Stage:
     return min((algorithms.tier_stage(tier.name, op, size, tier.members, tier.bytes_per_s, tier.latency_s,
                                       tier.efficiency, tier.model, name)
@@ -226,18 +253,51 @@ def _tier_stage(tier: _Tier, op: str, size: float) -> Stage:
                key=lambda stage: stage.seconds)
 
 
+_TIMED_ON: contextvars.ContextVar[Machine | None] = contextvars.ContextVar("trnsim_timed_on", default=None)
+
+
+@contextlib.contextmanager
+def timed_on(machine: Machine) -> Iterator[None]:
+    """Time the COLLECTIVE instructions scheduled inside this block on `machine` (the system and LNC
+    a multi-rank launch ran on) instead of the generation's default system."""
+    token = _TIMED_ON.set(machine)
+    try:
+        yield
+    finally:
+        _TIMED_ON.reset(token)
+
+
 def instruction_seconds(ins, core) -> float:
     """The time of one COLLECTIVE instruction of a kernel trace on `core`'s generation: its group's
-    collective on the generation's system (launch.SYSTEM_OF_TARGET), over nccom-test's size (the
-    whole buffer: all_gather's output, every other collective's input, summed over coalesced
-    tensors). A permute is timed as one ring step."""
+    collective on the machine of the launch being timed (`timed_on`, or the rank binding of a
+    running launch), else on the generation's system (launch.SYSTEM_OF_TARGET), over nccom-test's
+    size (the whole buffer: all_gather's output, every other collective's input, summed over
+    coalesced tensors). A permute is timed as one ring step: the trace does not record its peer."""
     kind, group = ins.param("collective"), ins.param("group")
     regions = ins.outputs if kind == "all_gather" else ins.inputs
     size = sum(int(region.elements * region.dtype_bytes) for region in regions)
-    instance = _system_of(core)
-    if kind == "permute":
-        return collective_time("permute", size, 2, instance, "uint8").seconds
-    return collective_time(kind, size, len(group), instance, "uint8", group=list(group)).seconds
+    machine = _launch_machine(core)
+    if machine is None:
+        instance = _system_of(core)
+        if kind == "permute":
+            return collective_time("permute", size, 2, instance, "uint8").seconds
+        return collective_time(kind, size, len(group), instance, "uint8", group=list(group)).seconds
+    members = [0, 1] if kind == "permute" else list(group)
+    machine = Machine(machine.fabric, machine.lnc, -(-(max(members) + 1) // machine.ranks_per_system))
+    return time_on(machine, kind, size, members).seconds
+
+
+def _launch_machine(core) -> Machine | None:
+    """The machine of the launch whose trace is being timed, when its cores are `core`."""
+    machine = _TIMED_ON.get()
+    if machine is None:
+        from trnsim.nki import collectives as nki_collectives
+
+        binding = nki_collectives.bound()
+        machine = getattr(binding, "machine", None)
+    if isinstance(machine, Machine) and machine.fabric.system.chip.core is core:
+        return machine
+    return None
 
 
 def _system_of(core) -> str:

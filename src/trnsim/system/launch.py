@@ -22,16 +22,23 @@ SYSTEM_OF_TARGET = {"trn1": "trn1.32xlarge", "trn2": "trn2.48xlarge", "trn3": "T
 class LaunchResults(list):
     """Each rank's result, in rank order, with each rank's trace (`traces`) and their joint timeline."""
 
-    def __init__(self, results: list, traces: list, target: str):
+    def __init__(self, results: list, traces: list, target: str, machine: Machine | None = None):
         super().__init__(results)
         self.traces = traces
         self.target = target
+        self.machine = machine
 
     def timeline(self, target: str | None = None):
-        """The ranks' timelines aligned at their collectives (system.timeline.RankTimeline)."""
+        """The ranks' timelines aligned at their collectives (system.timeline.RankTimeline); the
+        collectives are timed on the launch's machine (its instance and LNC) when `target` is the
+        launch's own generation."""
+        from trnsim.system.collectives import timed_on
         from trnsim.system.timeline import rank_timeline
 
-        return rank_timeline(self.traces, target or self.target)
+        if self.machine is None or (target or self.target) != self.target:
+            return rank_timeline(self.traces, target or self.target)
+        with timed_on(self.machine):
+            return rank_timeline(self.traces, self.target)
 
 
 def launch(kernel, ranks: int, args: Sequence | Callable[[int], tuple], *, target: str = "trn2",
@@ -69,7 +76,7 @@ def launch(kernel, ranks: int, args: Sequence | Callable[[int], tuple], *, targe
         thread.join()
     if failures:
         raise reported_error(failures)
-    return LaunchResults(results, traces, target)
+    return LaunchResults(results, traces, target, machine)
 
 
 def launch_distributed(kernel, *args, target: str = "trn2", instance: str | None = None, **kwargs):

@@ -7,8 +7,9 @@ import io
 from pathlib import Path
 
 from trnsim.errors import ConfigError
-from trnsim.system.collectives import collective_time
+from trnsim.hardware.specs import FabricSpec
 from trnsim.system.topology import Machine, chip_group
+from trnsim.system.topology import fabric as fabric_named
 from trnsim.timing.perfetto import write_atomic
 
 
@@ -36,18 +37,19 @@ def save(figure, path: str | Path, dpi: int | None = None) -> Path:
     return write_atomic(path, image.getvalue())
 
 
-def busbw_plot(op: str, sizes: list[int], ranks: list[int], instance: str, dtype: str,
-               path: str | Path) -> Path:
-    """Predicted busbw (GB/s) against size, one line per rank count, saved to `path`."""
+def busbw_plot(series: dict[str, list[tuple[int, float]]], title: str, path: str | Path) -> Path:
+    """Predicted busbw (GB/s) against size, one line per labelled series of (size, busbw) points,
+    saved to `path`. The caller computes the points (nccom draws its table's rows), so the picture
+    shows exactly what was computed."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(7, 4.5))
-    for count in ranks:
-        busbw = [collective_time(op, size, count, instance, dtype).busbw for size in sizes]
-        axes.plot(sizes, busbw, marker="o", markersize=3, label=f"{count} ranks")
+    for label, points in series.items():
+        axes.plot([size for size, _ in points], [busbw for _, busbw in points], marker="o", markersize=3,
+                  label=label)
     axes.set_xscale("log", base=2)
     axes.set_xlabel("size (bytes)")
     axes.set_ylabel("busbw (GB/s), predicted")
-    axes.set_title(f"{op} on {instance} ({dtype}): trnsim prediction")
+    axes.set_title(title, fontsize=9)
     axes.grid(True, alpha=0.3)
     axes.legend()
     figure.tight_layout()
@@ -57,11 +59,17 @@ def busbw_plot(op: str, sizes: list[int], ranks: list[int], instance: str, dtype
         plt.close(figure)
 
 
-def topology_picture(instance: str, path: str | Path) -> Path:
+def _rate(bytes_per_s: float) -> str:
+    """A bandwidth in GB/s, rounded to 3 significant figures (51.5396... -> 51.5)."""
+    return f"{float(f'{bytes_per_s / 1e9:.3g}'):g} GB/s"
+
+
+def topology_picture(system: str | FabricSpec, path: str | Path) -> Path:
     """One node's chips with their links (a torus drawn with wrap-around arcs, or a switch),
-    annotated with the per-direction link rate, the nodes of the system and EFA."""
-    machine = Machine.of(instance)
-    fabric = machine.fabric
+    annotated with the per-direction link rate, the nodes of the system and EFA. `system` is a
+    name in the default catalog or a FabricSpec (from an edited copy of the data)."""
+    fabric = system if isinstance(system, FabricSpec) else fabric_named(system)
+    machine = Machine(fabric, fabric.default_lnc)
     plt = _pyplot()
     from matplotlib.patches import FancyArrowPatch
 
@@ -81,8 +89,9 @@ def topology_picture(instance: str, path: str | Path) -> Path:
                                                color="tab:orange" if wraps else "tab:blue"))
     else:
         position = {i: (i % 4, -(i // 4)) for i in range(chips)}
-        axes.scatter([1.5], [0.8], s=900, marker="s", color="tab:gray", zorder=2)
-        axes.annotate("NeuronSwitch", (1.5, 0.8), ha="center", va="center", color="white", fontsize=7)
+        axes.scatter([1.5], [0.8], s=2600, marker="s", color="tab:gray", zorder=2)
+        axes.annotate("Neuron\nSwitch", (1.5, 0.8), ha="center", va="center", color="white", fontsize=6,
+                      zorder=4)
         for x, y in position.values():
             axes.plot([x, 1.5], [y, 0.8], color="tab:blue", alpha=0.3, zorder=1)
     for i, (x, y) in position.items():
@@ -92,12 +101,13 @@ def topology_picture(instance: str, path: str | Path) -> Path:
     group = chip_group(fabric, tuple(range(chips)), machine.ranks_per_chip)
     lines = [f"{fabric.name}: {fabric.nodes} node(s) x {chips} chips, LNC={machine.lnc}, "
              f"{machine.ranks_per_system} ranks",
-             f"chip links: {fabric.links_per_chip} x {fabric.link_bytes_per_s / 1e9:g} GB/s per direction; "
+             f"chip links: {fabric.links_per_chip} x {_rate(fabric.link_bytes_per_s)} per link and direction "
+             f"({_rate(fabric.links_per_chip * fabric.link_bytes_per_s)} per chip); "
              f"mean {group.mean_hops:.2f} hops",
-             f"EFA {fabric.network_bytes_per_s_per_node * 8 / 1e9:g} Gbps per node"]
+             f"EFA {fabric.network_bytes_per_s_per_node * 8 / 1e9:.4g} Gbps per node"]
     if fabric.scaleup_bytes_per_s_per_chip:
         lines.append(f"between nodes ({fabric.scaleup_layout}): "
-                     f"{fabric.scaleup_bytes_per_s_per_chip / 1e9:g} GB/s per chip per direction")
+                     f"{_rate(fabric.scaleup_bytes_per_s_per_chip)} per chip per direction")
     axes.set_title("\n".join(lines), fontsize=8)
     axes.set_axis_off()
     figure.tight_layout()

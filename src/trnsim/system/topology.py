@@ -15,8 +15,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trnsim.errors import ConfigError, SpecError
+from trnsim.hardware import has_lnc2
 from trnsim.hardware.catalog import default_catalog
 from trnsim.hardware.specs import FabricSpec
+
+MAX_RANKS = 1 << 20
+"""The most ranks a machine may hold: above an UltraCluster of "over 100,000" chips ([S3]) at 8
+ranks a chip. More is refused (ConfigError) rather than building a list of a billion ranks."""
+
+
+def rank_number(value: object, what: str = "rank") -> int:
+    """`value` as a whole rank number (ints and numpy integers; not bools, floats or strings)."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise ConfigError(f"{what} must be a whole number, got {value!r}")
+    return value.__index__()
 
 
 def fabric(name: str) -> FabricSpec:
@@ -53,15 +65,22 @@ class Machine:
 
     @classmethod
     def of(cls, instance: str, *, lnc: int | None = None, ranks: int | None = None) -> Machine:
-        """The machine for `instance`; with `ranks`, as many systems as those ranks need."""
+        """The machine for `instance`; with `ranks`, as many systems as those ranks need
+        (at most MAX_RANKS). LNC=2 only where the core has it ([S14]: Trn2 and Trn3)."""
         spec = fabric(instance)
         lnc = spec.default_lnc if lnc is None else lnc
-        if lnc not in (1, 2) or spec.system.chip.cores % lnc:
+        if type(lnc) is not int or lnc not in (1, 2) or spec.system.chip.cores % lnc:
             raise ConfigError(f"LNC must be 1 or 2 on {spec.name}, got {lnc!r}")
+        if lnc == 2 and not has_lnc2(spec.system.chip.core):
+            raise ConfigError(f"LNC=2 does not exist on {spec.name} ({spec.system.chip.core.name}): "
+                              f"logical cores of two are a Trn2/Trn3 feature [S14]", hint="use lnc=1")
         machine = cls(spec, lnc)
         if ranks is not None:
             if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
                 raise ConfigError(f"ranks must be a positive whole number, got {ranks!r}")
+            if ranks > MAX_RANKS:
+                raise ConfigError(f"{ranks:,} ranks is more than trnsim models ({MAX_RANKS:,}, above an "
+                                  f"UltraCluster of over 100,000 chips)")
             machine = cls(spec, lnc, -(-ranks // machine.ranks_per_system))
         return machine
 
@@ -83,6 +102,7 @@ class Machine:
 
     def place(self, rank: int) -> RankPlace:
         """Where `rank` lives in the hierarchy."""
+        rank = rank_number(rank)
         if not 0 <= rank < self.ranks:
             raise ConfigError(f"rank {rank} is outside this machine's {self.ranks} ranks")
         chip_index, core = divmod(rank, self.ranks_per_chip)
@@ -97,6 +117,8 @@ class Machine:
         chip they use, the same chips in every node); an uneven one is taken as its fullest node,
         every chip holding as many ranks as its fullest chip (an approximation: `even` is False)."""
         places = [self.place(rank) for rank in ranks]
+        if not places:
+            raise ConfigError("a replica group must list at least one rank, got none")
         if len(set(ranks)) != len(places):
             raise ConfigError(f"a replica group lists a rank twice: {sorted(ranks)}")
         by_node: dict[tuple[int, int], list[RankPlace]] = {}
@@ -147,8 +169,9 @@ def chip_group(spec: FabricSpec, chips: tuple[int, ...], ranks_per_chip: int) ->
     """The geometry of the chips (indices in a node of `spec`) a group uses."""
     if len(chips) == 1:
         return ChipGroup(1, ranks_per_chip, 0, 0, 0.0, 0)
-    if spec.layout == "switch":
-        return ChipGroup(len(chips), ranks_per_chip, 1, 1, 1.0, 1)
+    if spec.layout == "switch":  # every link of a chip goes to the switch, one hop from any chip
+        links = spec.links_per_chip
+        return ChipGroup(len(chips), ranks_per_chip, links, links, 1.0, 1)
     coords = [_coords(index, spec.torus_dims) for index in chips]
     degree = min(len(set(_neighbours(c, spec.torus_dims)) & set(coords)) for c in coords)
     hops = [_distance(a, b, spec.torus_dims) for a, b in itertools.permutations(coords, 2)]
