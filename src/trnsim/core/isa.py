@@ -303,7 +303,7 @@ SPECS: dict[Opcode, InstructionSpec] = {s.opcode: s for s in (
           params={"collective": Param(Kind.CHOICE, choices=COLLECTIVES),
                   "op": Param(Kind.REDUCE, optional=True), "collective_dim": Param(Kind.INT, optional=True),
                   "priority": Param(Kind.INT, optional=True, low=0, high=3, first_generation=4),
-                  "group": _FRONT_END, "rank": _FRONT_END, "received": _FRONT_END,
+                  "group": _FRONT_END, "rank": _FRONT_END, "received": _FRONT_END, "peer": _FRONT_END,
                   "recv_displs": _FRONT_END}),
 )}
 

@@ -133,8 +133,9 @@ def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=None
                                 f"the launch has {binding.world.size} ranks",
                                 op="nki.collectives.collective_permute")
     senders = [source for source, target in pairs if target == binding.rank]
+    targets = [target for source, target in pairs if source == binding.rank]
     _collective("collective_permute", srcs, dsts, None, priority=priority, name=name,
-                sender=senders[0] if senders else None)
+                sender=senders[0] if senders else None, target=targets[0] if targets else None)
 
 
 def collective_permute_implicit(srcs_by_channel, dsts_by_channel, replica_group, channel_ids=(0,),
@@ -275,7 +276,8 @@ def _row(meta: NkiTensor, row: int) -> NkiTensor:
 
 
 def _collective(call: str, srcs, dsts, replica_group, *, op=None, dim=None, priority=None, name=None,
-                sender: int | None = None, ring_from: int | None = None, reduce=None) -> None:
+                sender: int | None = None, ring_from: int | None = None, target: int | None = None,
+                reduce=None) -> None:
     """Check one collective call, exchange this rank's values, and issue its instruction."""
     binding = _binding(call)
     srcs, dsts = _tensors(srcs, "srcs", call), _tensors(dsts, "dsts", call)
@@ -289,6 +291,7 @@ def _collective(call: str, srcs, dsts, replica_group, *, op=None, dim=None, prio
         group = _replica_group(replica_group, call).group_of(binding.rank, call, binding.world.size)
     running = backend.core()
     received = None
+    source = sender if ring_from is None else ring_from  # the rank a permute receives from
     if running.with_values:
         running.flush()  # this rank's earlier instructions have written its sources
         sent = tuple(np.array(src.array()) for src in srcs)
@@ -298,7 +301,6 @@ def _collective(call: str, srcs, dsts, replica_group, *, op=None, dim=None, prio
                                                                                        strict=True))
         call_seen = (call, op_name(op), group, dim, _layouts(srcs), _layouts(dsts))
         everyone = binding.world.gather(binding.rank, (call_seen, sent))
-        source = sender if ring_from is None else ring_from
         _check_same_call(call_seen, [everyone[r][0] for r in group], group, binding.rank)
         if kind == "permute" and source is not None:
             _check_permuted(call, everyone[source][0][4], call_seen[5], source, converts=reduce is not None)
@@ -306,7 +308,8 @@ def _collective(call: str, srcs, dsts, replica_group, *, op=None, dim=None, prio
         received = ((everyone[source],) if source is not None else ()) if kind == "permute" \
             else tuple(everyone[r] for r in group)
     params = {"collective": kind, "op": op_name(op), "collective_dim": dim, "priority": priority,
-              "group": group, "rank": binding.rank, "received": received}
+              "group": group, "rank": binding.rank, "received": received,
+              "peer": (source if source is not None else target) if kind == "permute" else None}
     running.issue(Opcode.COLLECTIVE, tuple(dsts), tuple(srcs), params, name=name or "")
 
 
@@ -340,8 +343,9 @@ def _check_permuted(call: str, sent: tuple, dsts: tuple, source: int, converts: 
 def _ring_step(call, srcs, dsts, replica_group, priority, name, reduce=None) -> None:
     binding = _binding(call)
     ring = _replica_group(replica_group, call).group_of(binding.rank, call, binding.world.size)
-    predecessor = ring[(ring.index(binding.rank) - 1) % len(ring)]
-    _collective(call, srcs, dsts, None, priority=priority, name=name, ring_from=predecessor, reduce=reduce)
+    position = ring.index(binding.rank)
+    _collective(call, srcs, dsts, None, priority=priority, name=name, ring_from=ring[position - 1],
+                target=ring[(position + 1) % len(ring)], reduce=reduce)
 
 
 def _tensors(values, argument: str, call: str) -> list[NkiTensor]:

@@ -272,17 +272,19 @@ def instruction_seconds(ins, core) -> float:
     collective on the machine of the launch being timed (`timed_on`, or the rank binding of a
     running launch), else on the generation's system (launch.SYSTEM_OF_TARGET), over nccom-test's
     size (the whole buffer: all_gather's output, every other collective's input, summed over
-    coalesced tensors). A permute is timed as one ring step: the trace does not record its peer."""
+    coalesced tensors). A permute is timed as the transfer between this rank and its peer (the rank
+    it receives from, else the one it sends to; alone, it moves nothing)."""
     kind, group = ins.param("collective"), ins.param("group")
     regions = ins.outputs if kind == "all_gather" else ins.inputs
     size = sum(int(region.elements * region.dtype_bytes) for region in regions)
+    members = list(group)
+    if kind == "permute":
+        peer = ins.param("peer")
+        members = sorted({ins.param("rank")} | ({peer} if peer is not None else set()))
     machine = _launch_machine(core)
     if machine is None:
         instance = _system_of(core)
-        if kind == "permute":
-            return collective_time("permute", size, 2, instance, "uint8").seconds
-        return collective_time(kind, size, len(group), instance, "uint8", group=list(group)).seconds
-    members = [0, 1] if kind == "permute" else list(group)
+        return collective_time(kind, size, len(members), instance, "uint8", group=members).seconds
     machine = Machine(machine.fabric, machine.lnc, -(-(max(members) + 1) // machine.ranks_per_system))
     return time_on(machine, kind, size, members).seconds
 
