@@ -114,9 +114,10 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     return _issue(Opcode.DMA_COPY, dst, srcs, params, "dma", name)
 
 
-_DMA_TRANSPOSE_AXES = {4: (3, 1, 2, 0)}
-"""dma_transpose's permutation where nki.isa.dma_transpose documents one that is not the reversal
-of the dims: a 4-D tile keeps its middle dims in order (2-D and 3-D tiles are reversed)."""
+def _default_transpose_axes(rank: int) -> tuple[int, ...]:
+    """dma_transpose's permutation when none is given: the reversal of the dims, except that a 4-D
+    tile keeps its middle dims in order, (3, 1, 2, 0), as nki.isa.dma_transpose documents."""
+    return (3, 1, 2, 0) if rank == 4 else tuple(reversed(range(rank)))
 
 
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error,
@@ -129,7 +130,7 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
     if axes is not None and not isinstance(axes, tuple | list):
         raise ArgumentError(f"axes={axes!r}: give the permutation of src's dims as a tuple",
                             op="nisa.dma_transpose")
-    axes = tuple(axes) if axes is not None else _DMA_TRANSPOSE_AXES.get(rank, tuple(reversed(range(rank))))
+    axes = tuple(axes) if axes is not None else _default_transpose_axes(rank)
     return _issue(Opcode.DMA_TRANSPOSE, dst, [src], {"axes": axes, "dge_mode": _enum_value(dge_mode)}, "dma",
                   name)
 

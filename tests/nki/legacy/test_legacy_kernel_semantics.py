@@ -195,3 +195,33 @@ def test_psum_zeros_of_block_dims_fill_each_block_when_first_used():
     a = normal(128, 512)
     np.testing.assert_allclose(blocks(a), np.broadcast_to(a[:, :128].T @ a, (16, 128, 512)), rtol=1e-4,
                                atol=1e-3)
+
+
+def test_loop_reduce_inside_an_expression_never_reduces_into_the_assigned_name():
+    """`y = nl.exp(nl.loop_reduce(...))` reduced into the tile y already held (y + x, then exp)."""
+    def kernel_with(prior):
+        @nki.jit
+        def kernel(a):
+            out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+            y = nl.full((128, 64), prior, dtype=nl.float32, buffer=nl.sbuf)
+            y = nl.exp(nl.loop_reduce(nl.load(a), np.add, loop_indices=[0], dtype=nl.float32))
+            nl.store(out, y)
+            return out
+        return kernel
+
+    a = normal(128, 64) * 0.1
+    np.testing.assert_array_equal(kernel_with(5.0)(a), kernel_with(0.0)(a))
+
+
+def test_dma_transpose_to_another_dtype_transposes_then_copies():
+    """The old nisa.dma_transpose(src, dtype=) was refused once dma_transpose stopped casting."""
+    import ml_dtypes
+
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray((64, 128), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+        nl.store(out, nisa.dma_transpose(nl.load(a), dtype=nl.bfloat16))
+        return out
+
+    a = normal(128, 64)
+    np.testing.assert_array_equal(kernel(a), a.T.astype(ml_dtypes.bfloat16))

@@ -16,6 +16,7 @@ from trnsim.errors import ShapeError, UnsupportedError
 from trnsim.nki import calls, dtypes
 from trnsim.nki import isa as nisa06
 from trnsim.nki.isa import (  # noqa: F401 - enums and queries the old nisa shares
+    _default_transpose_axes,
     dge_mode,
     engine,
     get_nc_version,
@@ -288,10 +289,17 @@ def dma_copy(dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_
 
 
 def dma_transpose(src, axes=None, mask=None, dtype=None) -> Tile:
+    """A DMA transpose (NKI 0.6's default axes when none are given); dma_transpose does not cast, so
+    another `dtype` is a copy after it."""
     _whole_mask(mask, [src], "nisa.dma_transpose")
-    order = tuple(axes) if axes is not None else tuple(reversed(range(len(src.shape))))
-    tile = new_tile(tuple(src.shape[a] for a in order), result_dtype(dtype, src))
-    nisa06.dma_transpose(dst=tile.base, src=_plain(src), axes=axes)
+    order = tuple(axes) if axes is not None else _default_transpose_axes(len(src.shape))
+    moved = new_tile(tuple(src.shape[a] for a in order), src.dtype)
+    nisa06.dma_transpose(dst=moved.base, src=_plain(src), axes=order)
+    wanted = result_dtype(dtype, src)
+    if wanted == src.dtype:
+        return moved
+    tile = new_tile(moved.shape, wanted)
+    nisa06.tensor_copy(dst=tile.base, src=moved.base)
     return tile
 
 

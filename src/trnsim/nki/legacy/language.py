@@ -319,9 +319,10 @@ def _assigned_tile() -> Tile | None:
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(trnsim.__file__)) + os.sep
 
 
-@functools.cache
+@functools.lru_cache(maxsize=256)
 def _assignment_targets(code) -> dict[int, str]:
-    """Line -> name, for each `name = ...` statement of a kernel function (each of its lines)."""
+    """Line -> name, for each `name = <...>.loop_reduce(...)` statement of a kernel function (each of
+    its lines): only a statement whose whole value is the call assigns its result to the name."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(code)))
     except (OSError, TypeError, SyntaxError):
@@ -329,7 +330,13 @@ def _assignment_targets(code) -> dict[int, str]:
     first = code.co_firstlineno - 1
     return {line + first: node.targets[0].id for node in ast.walk(tree) if isinstance(node, ast.Assign)
             and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+            and _calls_loop_reduce(node.value)
             for line in range(node.lineno, node.end_lineno + 1)}
+
+
+def _calls_loop_reduce(value) -> bool:
+    function = value.func if isinstance(value, ast.Call) else None
+    return getattr(function, "attr", getattr(function, "id", None)) == "loop_reduce"
 
 
 def ds(start, size) -> DynSlice:
