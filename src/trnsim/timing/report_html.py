@@ -87,16 +87,17 @@ def _dma_rate(timeline: Timeline, edges: np.ndarray) -> np.ndarray:
 
 
 def _occupancy(timeline: Timeline, memory: Memory, middles: np.ndarray) -> np.ndarray:
-    """Bytes per partition of `memory` held, on the fullest core: each placement of an allocation
+    """Bytes per partition of `memory` held, on the fullest physical core: each placement of an allocation
     (its core, buffer and address; a spilled tile has two) holds its own bytes from its first use
     to its last, so a tile is counted once, and not at all while it is spilled to HBM."""
     spans: dict[tuple, list] = {}
+    cores = timeline.trace.cores  # a grid's programs share them: program p on core p % cores
     times = zip(timeline.trace, timeline.start_s.tolist(), timeline.end_s.tolist(), strict=True)
     for ins, start, end in times:
         for region in ins.outputs + ins.inputs:
             if region.memory is memory:
                 low, high = region.byte_span()
-                key = (ins.core, region.buffer, region.address_bytes)
+                key = (ins.core % cores, region.buffer, region.address_bytes)
                 span = spans.setdefault(key, [start, end, low, high])
                 span[0], span[1] = min(span[0], start), max(span[1], end)
                 span[2], span[3] = min(span[2], low), max(span[3], high)
