@@ -89,3 +89,33 @@ def test_double_row_flops_belong_to_the_instruction_and_trn1_refuses_it():
     assert flops["trn2"] == flops["trn3"] == 2 * 256 * 128 * 512     # K = 128 partitions x 2 rows
     with pytest.raises(ConfigError, match="double_row"):
         schedule(trace, "trn1")
+
+
+@nki.jit
+def barrier_then_new_engine(a):
+    out = nl.ndarray((256, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    pid = nl.program_id(0)
+    tile = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile, src=a[pid * 128:(pid + 1) * 128, :])
+    other = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=other, src=a[0:128, :])
+    if pid == 1:
+        for _ in range(40):
+            nisa.activation(dst=tile, data=tile, op=nl.tanh)
+    nisa.core_barrier(tile, (0, 1))
+    result = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.reciprocal(dst=result, data=other)  # the Vector engine's first instruction
+    nisa.dma_copy(dst=out[pid * 128:(pid + 1) * 128, :], src=result)
+    return out
+
+
+def test_work_after_a_barrier_waits_for_it_on_an_engine_first_used_after_it():
+    """Only lanes that existed at the barrier were held: a first Vector instruction after it
+    started at the beginning of the kernel."""
+    trace = nki.trace(barrier_then_new_engine[2], TensorSpec((256, 512)), target="trn2")
+    timeline = schedule(trace)
+    ends = {ins.core: timeline.end_s[i] for i, ins in enumerate(trace) if ins.opcode.value == "core_barrier"}
+    for i, ins in enumerate(trace):
+        if ins.opcode.value == "reciprocal":
+            assert timeline.start_s[i] >= ends[ins.core]
+            assert trace[timeline.waited_on[i]].opcode.value == "core_barrier"

@@ -245,6 +245,7 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
     operands, record = hazards.operands, hazards.record
     copy, tensor_tensor, barrier = Opcode.TENSOR_COPY, Opcode.TENSOR_TENSOR, Opcode.CORE_BARRIER
     broadcasts: set[int] = set()  # allocations a TensorE partition broadcast left in PSUM
+    fences: dict[int, tuple[float, int]] = {}  # core -> (end, index) of its latest core_barrier
     reuse = ResultReuse() if trace.compiler == NEURONX_CC else None
     for index, ins in enumerate(trace):
         on = ins.core % physical
@@ -305,15 +306,15 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
             waited_on[index] = blocker
         else:
             waited_on[index] = last[lane]
-        if ins.opcode is barrier:  # a fence: it waits for its core's work, which waits for it
-            fenced = [k for k, (_engine, on_core) in enumerate(lanes.engines) if on_core == on]
-            start = max(start, *(free[k] for k in fenced))
+        if ins.opcode is barrier:  # a fence: it waits for its core's work, and later work for it
+            start = max(start, *(free[k] for k, (_engine, at) in enumerate(lanes.engines) if at == on))
+        elif fences and on in fences and fences[on][0] > start:
+            (start, waited_on[index]) = fences[on]
         if not_before and not_before.get(index, 0.0) > start:  # the other ranks come later
             start = not_before[index]
         end = start + seconds
         if ins.opcode is barrier:
-            for k in fenced:
-                free[k] = max(free[k], end)
+            fences[on] = (end, index)
         free[lane], last[lane] = end, index
         lane_of[index], start_s[index], end_s[index] = lane, start, end
         record(accesses, end, index)
