@@ -273,3 +273,17 @@ def test_select_reduce_takes_a_bool_predicate():
     rng = np.random.default_rng(2)
     predicate, on_true = rng.integers(0, 2, (8, 8)).astype(np.bool_), rng.random((8, 8)).astype(np.float32)
     np.testing.assert_array_equal(_both(kernel, predicate, on_true), np.where(predicate, on_true, -1.0))
+
+
+def test_a_register_moved_from_another_is_read_when_the_move_runs_in_both_modes():
+    """register_move(r2, r1) read r1 when the kernel called it, so trace_only refused the kernel."""
+    @nki.jit
+    def kernel(a):
+        tile = nl.ndarray((128, 64), dtype=nl.int32, buffer=nl.sbuf)
+        first, second = nisa.register_alloc(5), nisa.register_alloc()
+        nisa.register_move(second, first)
+        nisa.iota(dst=tile, pattern=[[1, 64]], offset=second)
+        return _out(tile)
+
+    result = _both(kernel, np.zeros((128, 64), np.float32))
+    np.testing.assert_array_equal(result, np.broadcast_to(np.arange(5, 69, dtype=np.int32), (128, 64)))

@@ -199,7 +199,10 @@ def _register_set(ins: Instruction, io: Operands) -> None:
                               f"an integer")
         value = int(loaded)
     else:
-        value = int(ins.param("value"))
+        value = ins.param("value")
+        if type(value) is RegisterRef:  # another register, read now
+            value = io.state.registers.get(value.register, 0)
+        value = int(value)
     io.state.registers[ins.param("register")] = value
 
 

@@ -289,7 +289,7 @@ SPECS: dict[Opcode, InstructionSpec] = {s.opcode: s for s in (
     _spec(Opcode.RAND_SET_STATE, _G, _V, outputs=(), inputs=("src_seeds",), first_generation=3),
     _spec(Opcode.RAND_GET_STATE, _G, _V, inputs=(), first_generation=3),
     _spec(Opcode.REGISTER_MOVE, Engine.SYNC, outputs=(), inputs=(),
-          params={"register": _FRONT_END, "value": _INT}),
+          params={"register": _FRONT_END, "value": Param(Kind.OFFSET, **_INT32)}),
     _spec(Opcode.REGISTER_LOAD, Engine.SYNC, outputs=(), inputs=("src",), reads=_ANY - _PSUM,
           params={"register": _FRONT_END}),
     _spec(Opcode.REGISTER_STORE, Engine.SYNC, inputs=(), writes=_ANY - _PSUM,

@@ -13,7 +13,7 @@ from numbers import Integral, Real
 from trnsim.core.isa import Engine, Memory, Opcode, RegisterRef
 from trnsim.core.trace import InputRef
 from trnsim.errors import ArgumentError, KernelError, UnsupportedError
-from trnsim.nki import backend, calls, registers
+from trnsim.nki import backend, calls
 from trnsim.nki import isa_constants as constants
 from trnsim.nki.isa_constants import (
     dge_mode,
@@ -29,7 +29,7 @@ from trnsim.nki.isa_constants import (
     unknown_engine,
     vector_engine,
 )
-from trnsim.nki.registers import VirtualRegister, register_alloc, register_load, register_store
+from trnsim.nki.registers import VirtualRegister, register_alloc, register_load, register_move, register_store
 from trnsim.nki.tensor import IndirectTensor, NkiTensor
 
 __all__ = [
@@ -37,17 +37,6 @@ __all__ = [
     "oob_mode", "reduce_cmd", "scalar_engine", "tensor_engine", "unknown_engine", "vector_engine",
     "VirtualRegister", "register_alloc", "register_load", "register_move", "register_store",
 ]
-
-
-def register_move(dst, src, name=None):
-    """dst = src (an integer or another register). NKI 0.3.0 renamed imm= to src=, and src is required:
-    an unknown keyword or a missing src is refused naming the parameters (dst, src, name)."""
-    return registers.register_move(dst, src, name=name)
-
-
-_REGISTER_CALLS = {"register_move": register_move}
-calls.checked_calls(_REGISTER_CALLS, "nisa")  # dst is a register here, not a tile (NISA_ARGUMENTS)
-register_move = _REGISTER_CALLS["register_move"]
 
 
 NkiValidationError = KernelError  # NKI's name for a refused instruction; trnsim raises KernelError kinds

@@ -6,7 +6,7 @@ Under `simulate` a register's value is known and can steer Python control flow; 
 
 from __future__ import annotations
 
-from trnsim.core.isa import Opcode
+from trnsim.core.isa import Opcode, RegisterRef
 from trnsim.errors import ArgumentError, KernelError
 from trnsim.nki import backend, calls
 
@@ -45,11 +45,10 @@ def register_alloc(x=None) -> VirtualRegister:
     return VirtualRegister(x)
 
 
-def register_move(dst: VirtualRegister, src=None, imm=None, name=None) -> VirtualRegister:
-    value = src if src is not None else imm
-    if isinstance(value, VirtualRegister):
-        value = value.read_value()
-    value = 0 if value is None else value
+def register_move(dst: VirtualRegister, src, name=None) -> VirtualRegister:
+    """dst = src, an integer or another register (read when the move runs, so trace_only records it
+    as simulate does). NKI 0.3.0 renamed imm= to src=."""
+    value = RegisterRef(src.id) if isinstance(src, VirtualRegister) else src
     backend.issue(Opcode.REGISTER_MOVE, (), (), {"register": _register(dst, "dst").id, "value": value},
                   None, name)
     return dst
