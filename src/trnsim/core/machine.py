@@ -95,6 +95,7 @@ class Launch:
         self.mailboxes: dict = {}
         self.created: dict = {}  # HBM buffer id -> where the kernel created it (for error messages)
         self.shared: dict = {}  # k-th shared-HBM tensor a program creates -> the one buffer all share
+        self.written: dict = {}  # PSUM buffer -> which elements issued instructions wrote (old API's +=)
         self.hbm = HbmBudget.of_target(target, cores)
 
 

@@ -8,7 +8,6 @@ operand and of the destination, and allocates the result tile the old compiler w
 from __future__ import annotations
 
 import math
-import weakref
 
 import numpy as np
 
@@ -160,12 +159,11 @@ class PendingReduce:
         return dst.storage.memory is not Memory.HBM
 
 
-_PSUM_VALUES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-"""Per PSUM buffer, which elements an instruction the kernel issued wrote (a matmul too).
-`psum += matmul` adds (accumulate=True) onto a region that holds values throughout; onto a fresh
-one it starts the matmul group (accumulate=None), as the old compiler did for an accumulation into
-a new PSUM tile. Decided when the kernel issues the instruction, so deferred execution cannot
-change it."""
+# Per PSUM buffer, which elements an instruction the kernel issued wrote (a matmul too), kept on the
+# launch (`Launch.written`): `psum += matmul` adds (accumulate=True) onto a region that holds values
+# throughout; onto a fresh one it starts the matmul group (accumulate=None), as the old compiler did
+# for an accumulation into a new PSUM tile. Decided when the kernel issues the instruction, so
+# deferred execution cannot change it.
 
 
 def note_values(view) -> None:
@@ -176,10 +174,10 @@ def note_values(view) -> None:
 
 def psum_values(view) -> np.ndarray:
     """Which elements of a PSUM view hold values an issued instruction wrote."""
-    storage = view.storage
-    if storage not in _PSUM_VALUES:
-        _PSUM_VALUES[storage] = np.zeros(math.prod(storage.shape), np.bool_)
-    flags = _PSUM_VALUES[storage]
+    storage, written = view.storage, backend.core().launch.written
+    flags = written.get(storage.id)
+    if flags is None:
+        flags = written[storage.id] = np.zeros(math.prod(storage.shape), np.bool_)
     if view.element.numpy.itemsize != storage.dtype.numpy.itemsize:
         return flags  # a view in a dtype of another size: tracked for the whole buffer
     return np.ndarray(view.shape, np.bool_, flags, view.offset, tuple(view.strides))
