@@ -239,11 +239,11 @@ def _make_gemms(lane: queue.SimpleQueue) -> None:
 def _runs_alone(chain: list[Queued]) -> bool:
     """A chain whose matmuls after the first are all plain GEMMs adding into one 2-D fp32 PSUM
     region (so no later step reads values a queued GEMM has not made yet), which draw nothing and
-    warn about nothing: no cast to draw stochastic-rounding bits, no `accumulate=True` (onto
-    never-written PSUM it warns), no transpose mode."""
+    warn about nothing: no cast to draw stochastic-rounding bits, no `accumulate=True` on the first
+    (onto never-written PSUM it warns; on a later one it adds onto the region the first wrote, as
+    continuing the group does), no transpose mode."""
     out = chain[0].outputs[0]
     key = (out.offset, out.shape, out.strides)
-    return len(out.shape) == 2 and out.element.numpy == F32 and all(
-        (e.outputs[0].offset, e.outputs[0].shape, e.outputs[0].strides) == key
-        and e.outputs[0].element is out.element and e.ins.param("accumulate") is not True
-        and not e.ins.param("is_transpose") for e in chain)
+    return len(out.shape) == 2 and out.element.numpy == F32 and chain[0].ins.param("accumulate") is not True \
+        and all((e.outputs[0].offset, e.outputs[0].shape, e.outputs[0].strides) == key
+                and e.outputs[0].element is out.element and not e.ins.param("is_transpose") for e in chain)

@@ -5,6 +5,7 @@ import sys
 import numpy as np
 import pytest
 
+import trnsim.config
 import trnsim.nki as nki06
 import trnsim.nki.compat as compat
 import trnsim.nki.isa as nisa06
@@ -278,6 +279,9 @@ def test_example_is_bit_identical_to_the_0_6_blocked_matmul():
     old = nki06.simulate(legacy_matmul.legacy_matmul_blocked, target="trn2")(lhs_t, rhs)
     new = nki06.simulate(matmul.matmul_blocked, target="trn2")(lhs_t, rhs)
     np.testing.assert_array_equal(old.view(np.uint16), new.view(np.uint16))
+    with trnsim.config.override(eager=True):  # `acc +=` adds onto its chain's tile: the same bits
+        eager = nki06.simulate(legacy_matmul.legacy_matmul_blocked, target="trn2")(lhs_t, rhs)
+    np.testing.assert_array_equal(eager.view(np.uint16), old.view(np.uint16))
 
 
 def test_masked_reduction_fills_the_rows_the_mask_keeps():

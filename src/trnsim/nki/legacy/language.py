@@ -51,11 +51,11 @@ from trnsim.nki.legacy.operands import (
     Call,
     PendingMatmul,
     PendingReduce,
+    holds_values,
     in_sbuf,
     is_tile,
     new_tile,
     note_values,
-    psum_values,
 )
 from trnsim.nki.legacy.tile import BlockTile, Indexed, Tile, on_chip, unwrap, wrap
 from trnsim.nki.tensor import DynSlice
@@ -240,7 +240,7 @@ def update(tile, op: str, value) -> None:
         tile.written = None  # written whole from here on (see assign)
     if op == "add" and pending is not None and view.storage.memory is Memory.PSUM:
         value.pending = None
-        pending.issue(view, accumulate=True if psum_values(view).all() else None)
+        pending.issue(view, accumulate=True if holds_values(view) else None)
         return
     from trnsim.nki.legacy import math
     note_values(view)

@@ -160,21 +160,35 @@ class PendingReduce:
 
 
 # Per PSUM buffer, which elements an instruction the kernel issued wrote (a matmul too), kept on the
-# launch (`Launch.written`): `psum += matmul` adds (accumulate=True) onto a region that holds values
-# throughout; onto a fresh one it starts the matmul group (accumulate=None), as the old compiler did
-# for an accumulation into a new PSUM tile. Decided when the kernel issues the instruction, so
-# deferred execution cannot change it.
+# launch (`Launch.written`: True once the whole buffer was written, else a flag per element):
+# `psum += matmul` adds (accumulate=True) onto a region that holds values throughout; onto a fresh
+# one it starts the matmul group (accumulate=None), as the old compiler did for an accumulation into
+# a new PSUM tile. Decided when the kernel issues the instruction, so deferred execution cannot
+# change it.
 
 
 def note_values(view) -> None:
     """`view` (when in PSUM) holds values from now on."""
-    if is_tile(view) and view.storage.memory is Memory.PSUM:
-        psum_values(view)[...] = True
+    if not (is_tile(view) and view.storage.memory is Memory.PSUM):
+        return
+    written = backend.core().launch.written
+    if written.get(view.storage.id) is True:
+        return
+    storage = view.storage
+    if math.prod(view.shape) == math.prod(storage.shape) and view.element.numpy == storage.dtype.numpy:
+        written[storage.id] = True  # the usual case: a whole tile, no flags to keep
+    else:
+        _flags(view, written)[...] = True
 
 
-def psum_values(view) -> np.ndarray:
-    """Which elements of a PSUM view hold values an issued instruction wrote."""
-    storage, written = view.storage, backend.core().launch.written
+def holds_values(view) -> bool:
+    """Whether every element of a PSUM view holds a value an issued instruction wrote."""
+    written = backend.core().launch.written
+    return written.get(view.storage.id) is True or bool(_flags(view, written).all())
+
+
+def _flags(view, written: dict) -> np.ndarray:
+    storage = view.storage
     flags = written.get(storage.id)
     if flags is None:
         flags = written[storage.id] = np.zeros(math.prod(storage.shape), np.bool_)
