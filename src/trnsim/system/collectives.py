@@ -269,11 +269,11 @@ def timed_on(machine: Machine) -> Iterator[None]:
 
 def instruction_seconds(ins, core) -> float:
     """The time of one COLLECTIVE instruction of a kernel trace on `core`'s generation: its group's
-    collective on the machine of the launch being timed (`timed_on`, or the rank binding of a
-    running launch), else on the generation's system (launch.SYSTEM_OF_TARGET), over nccom-test's
-    size (the whole buffer: all_gather's output, every other collective's input, summed over
-    coalesced tensors). A permute is timed as the transfer between this rank and its peer (the rank
-    it receives from, else the one it sends to; alone, it moves nothing)."""
+    collective on the machine of the launch being timed (`timed_on`), else on the generation's
+    system (launch.SYSTEM_OF_TARGET), over nccom-test's size (the whole buffer: all_gather's output,
+    every other collective's input, summed over coalesced tensors). A permute is timed as the
+    transfer between this rank and its peer (the rank it receives from, else the one it sends to;
+    alone, it moves nothing)."""
     kind, group = ins.param("collective"), ins.param("group")
     regions = ins.outputs if kind == "all_gather" else ins.inputs
     size = sum(int(region.elements * region.dtype_bytes) for region in regions)
@@ -290,13 +290,8 @@ def instruction_seconds(ins, core) -> float:
 
 
 def _launch_machine(core) -> Machine | None:
-    """The machine of the launch whose trace is being timed, when its cores are `core`."""
+    """The machine of the launch whose trace is being timed (`timed_on`), when its cores are `core`."""
     machine = _TIMED_ON.get()
-    if machine is None:
-        from trnsim.nki import collectives as nki_collectives
-
-        binding = nki_collectives.bound()
-        machine = getattr(binding, "machine", None)
     if isinstance(machine, Machine) and machine.fabric.system.chip.core is core:
         return machine
     return None
