@@ -225,3 +225,17 @@ def test_dma_transpose_to_another_dtype_transposes_then_copies():
 
     a = normal(128, 64)
     np.testing.assert_array_equal(kernel(a), a.T.astype(ml_dtypes.bfloat16))
+
+
+def test_dma_transpose_takes_dge_mode_as_the_sdks_tests_pass_it():
+    """aws-neuron-sdk nki/test/test_nki_isa_dma_transpose.py passes dge_mode=hwdge (refused as unknown)."""
+    import trnsim.nki as nki06
+
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray((128, 16), dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nisa.dma_transpose(a[:, :], dge_mode=nisa.dge_mode.hwdge))
+        return out
+
+    a = rng.random((16, 128)).astype(np.float16)
+    np.testing.assert_array_equal(nki06.simulate(kernel, target="trn2")(a), a.T)

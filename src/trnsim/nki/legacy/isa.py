@@ -288,13 +288,13 @@ def dma_copy(dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_
     return dst
 
 
-def dma_transpose(src, axes=None, mask=None, dtype=None) -> Tile:
-    """A DMA transpose (NKI 0.6's default axes when none are given); dma_transpose does not cast, so
-    another `dtype` is a copy after it."""
+def dma_transpose(src, axes=None, mask=None, dtype=None, dge_mode=dge_mode.unknown) -> Tile:
+    """A DMA transpose (NKI 0.6's default axes when none are given; `dge_mode` as the SDK's tests
+    pass it); dma_transpose does not cast, so another `dtype` is a copy after it."""
     _whole_mask(mask, [src], "nisa.dma_transpose")
     order = tuple(axes) if axes is not None else _default_transpose_axes(len(src.shape))
     moved = new_tile(tuple(src.shape[a] for a in order), src.dtype)
-    nisa06.dma_transpose(dst=moved.base, src=_plain(src), axes=order)
+    nisa06.dma_transpose(dst=moved.base, src=_plain(src), axes=order, dge_mode=dge_mode)
     wanted = result_dtype(dtype, src)
     if wanted == src.dtype:
         return moved
