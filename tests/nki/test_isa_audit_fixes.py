@@ -4,6 +4,7 @@ state are refused (the same in simulate and trace_only)."""
 import ml_dtypes
 import numpy as np
 import pytest
+from kernel_helpers import on_chip, to_hbm
 
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
@@ -11,18 +12,6 @@ import trnsim.nki.language as nl
 from trnsim.errors import ArgumentError, DTypeError, HazardError, KernelError, ShapeError, UnsupportedError
 
 BIG = np.random.default_rng(0).integers(-2 ** 31, 2 ** 31 - 1, (32, 16)).astype(np.int32)
-
-
-def _sbuf(x):
-    tile = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=tile, src=x)
-    return tile
-
-
-def _out(tile):
-    out = nl.ndarray(tile.shape, dtype=tile.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=tile)
-    return out
 
 
 def _both(kernel, *args, target="trn2"):
@@ -44,7 +33,7 @@ def test_dma_transpose_of_int32_keeps_bits():
     def kernel(x):
         dst = nl.ndarray((16, 32), dtype=nl.int32, buffer=nl.sbuf)
         nisa.dma_transpose(dst=dst, src=x)
-        return _out(dst)
+        return to_hbm(dst)
     np.testing.assert_array_equal(_both(kernel, BIG), BIG.T)
 
 
@@ -53,17 +42,17 @@ def test_stream_shuffle_of_int32_keeps_bits():
 
     def kernel(x):
         dst = nl.ndarray(x.shape, dtype=nl.int32, buffer=nl.sbuf)
-        nisa.nc_stream_shuffle(dst=dst, src=_sbuf(x), shuffle_mask=mask)
-        return _out(dst)
+        nisa.nc_stream_shuffle(dst=dst, src=on_chip(x), shuffle_mask=mask)
+        return to_hbm(dst)
     np.testing.assert_array_equal(_both(kernel, BIG), BIG[mask])
 
 
 def test_affine_select_int32_into_int32_keeps_bits():
     def kernel(x):
         dst = nl.ndarray(x.shape, dtype=nl.int32, buffer=nl.sbuf)
-        nisa.affine_select(dst=dst, pattern=[[-1, 16]], channel_multiplier=1, on_true_tile=_sbuf(x),
+        nisa.affine_select(dst=dst, pattern=[[-1, 16]], channel_multiplier=1, on_true_tile=on_chip(x),
                            on_false_value=-7.0, cmp_op=nl.greater_equal)
-        return _out(dst)
+        return to_hbm(dst)
     keep = np.arange(32)[:, None] - np.arange(16)[None, :] >= 0
     np.testing.assert_array_equal(_both(kernel, BIG), np.where(keep, BIG, -7))
 
@@ -71,8 +60,8 @@ def test_affine_select_int32_into_int32_keeps_bits():
 def test_dropout_at_zero_keeps_int32_bits():
     def kernel(x):
         dst = nl.ndarray(x.shape, dtype=nl.int32, buffer=nl.sbuf)
-        nisa.dropout(dst=dst, data=_sbuf(x), prob=0.0)
-        return _out(dst)
+        nisa.dropout(dst=dst, data=on_chip(x), prob=0.0)
+        return to_hbm(dst)
     np.testing.assert_array_equal(_both(kernel, BIG), BIG)
 
 
@@ -83,8 +72,8 @@ def test_cumulative_takes_a_per_partition_imm0():
 
     def kernel(x, s):
         dst = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar_cumulative(dst=dst, src=_sbuf(x), op0=nl.multiply, op1=nl.add, imm0=_sbuf(s))
-        return _out(dst)
+        nisa.tensor_scalar_cumulative(dst=dst, src=on_chip(x), op0=nl.multiply, op1=nl.add, imm0=on_chip(s))
+        return to_hbm(dst)
     np.testing.assert_allclose(_both(kernel, x, scale), np.cumsum(x * scale, axis=1), rtol=1e-5)
 
 
@@ -98,7 +87,7 @@ def test_register_offsets_run_in_trace_and_simulate():
         nisa.memset(dst=ones, value=1.0)
         nisa.affine_select(dst=kept, pattern=[[1, 8]], channel_multiplier=0, on_true_tile=ones,
                            on_false_value=0.0, cmp_op=nl.greater_equal, offset=r)
-        return _out(ramp), _out(kept)
+        return to_hbm(ramp), to_hbm(kept)
     ramp, kept = _both(kernel, np.zeros((1, 1), np.float32))
     np.testing.assert_array_equal(ramp[0], np.arange(8) - 3)
     np.testing.assert_array_equal(kept[0], [0, 0, 0, 1, 1, 1, 1, 1])
@@ -110,8 +99,8 @@ def test_find_index8_pairs_repeated_vals_with_ascending_positions():
 
     def kernel(d, v):
         dst = nl.ndarray((1, 8), dtype=nl.uint32, buffer=nl.sbuf)
-        nisa.nc_find_index8(dst=dst, data=_sbuf(d), vals=_sbuf(v))
-        return _out(dst)
+        nisa.nc_find_index8(dst=dst, data=on_chip(d), vals=on_chip(v))
+        return to_hbm(dst)
     np.testing.assert_array_equal(_both(kernel, data, vals), [[2, 4, 5, 6, 7, 8, 9, 10]])
 
 
@@ -120,14 +109,14 @@ def test_tensor_engine_transpose_writes_psum_and_no_engine_into_sbuf_uses_vector
 
     def default(x):
         dst = nl.ndarray((8, 16), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.nc_transpose(dst=dst, data=_sbuf(x))
-        return _out(dst)
+        nisa.nc_transpose(dst=dst, data=on_chip(x))
+        return to_hbm(dst)
     np.testing.assert_array_equal(_both(default, x), x.T)
 
     def on_pe(x):
         dst = nl.ndarray((8, 16), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.nc_transpose(dst=dst, data=_sbuf(x), engine=nisa.tensor_engine)
-        return _out(dst)
+        nisa.nc_transpose(dst=dst, data=on_chip(x), engine=nisa.tensor_engine)
+        return to_hbm(dst)
     _refused(KernelError, on_pe, x, match="tensor engine this instruction takes outputs in PSUM")
 
 
@@ -235,8 +224,8 @@ def test_names_outside_the_sdk_signatures_are_refused(body, match):
 def test_negative_segment_ids_are_a_hazard():
     def kernel(x):
         dst = nl.ndarray((1, 2, 8), dtype=nl.int32, buffer=nl.sbuf)
-        nisa.sequence_bounds(dst=dst, segment_ids=_sbuf(x))
-        return _out(dst)
+        nisa.sequence_bounds(dst=dst, segment_ids=on_chip(x))
+        return to_hbm(dst)
     with pytest.raises(HazardError, match="negative"):
         nki.simulate(kernel, target="trn2")(np.array([[1, 1, -1, 2, 2, 0, 0, 0]], np.int32))
 
@@ -245,7 +234,7 @@ def test_iota_computes_in_int32_and_wraps():
     def kernel(x):
         dst = nl.ndarray((1, 4), dtype=nl.int32, buffer=nl.sbuf)
         nisa.iota(dst=dst, pattern=[[2 ** 30, 4]], offset=2 ** 31 - 1)
-        return _out(dst)
+        return to_hbm(dst)
     expected = ((2 ** 31 - 1 + 2 ** 30 * np.arange(4) + 2 ** 31) % 2 ** 32 - 2 ** 31).astype(np.int32)
     np.testing.assert_array_equal(_both(kernel, X)[0], expected)
 
@@ -254,7 +243,7 @@ def test_load_transpose2d_to_another_dtype_transposes_then_copies():
     """dma_transpose does not cast, so nl.load_transpose2d(dtype=) was refused once it checked so."""
     @nki.jit
     def kernel(x):
-        return _out(nl.load_transpose2d(x, dtype=nl.bfloat16))
+        return to_hbm(nl.load_transpose2d(x, dtype=nl.bfloat16))
 
     x = np.random.default_rng(1).standard_normal((16, 32)).astype(np.float32)
     result = _both(kernel, x)
@@ -267,8 +256,8 @@ def test_select_reduce_takes_a_bool_predicate():
     @nki.jit
     def kernel(predicate, on_true):
         dst = nl.ndarray(on_true.shape, dtype=nl.float32, buffer=nl.sbuf)
-        nisa.select_reduce(dst=dst, predicate=_sbuf(predicate), on_true=_sbuf(on_true), on_false=-1.0)
-        return _out(dst)
+        nisa.select_reduce(dst=dst, predicate=on_chip(predicate), on_true=on_chip(on_true), on_false=-1.0)
+        return to_hbm(dst)
 
     rng = np.random.default_rng(2)
     predicate, on_true = rng.integers(0, 2, (8, 8)).astype(np.bool_), rng.random((8, 8)).astype(np.float32)
@@ -283,7 +272,7 @@ def test_a_register_moved_from_another_is_read_when_the_move_runs_in_both_modes(
         first, second = nisa.register_alloc(5), nisa.register_alloc()
         nisa.register_move(second, first)
         nisa.iota(dst=tile, pattern=[[1, 64]], offset=second)
-        return _out(tile)
+        return to_hbm(tile)
 
     result = _both(kernel, np.zeros((128, 64), np.float32))
     np.testing.assert_array_equal(result, np.broadcast_to(np.arange(5, 69, dtype=np.int32), (128, 64)))

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from kernel_helpers import to_hbm
 
 import trnsim.nki as nki
 import trnsim.nki.collectives as ncc
@@ -17,23 +18,11 @@ def hbm(shape, dtype=nl.float32):
     return nl.ndarray(shape, dtype=dtype, buffer=nl.shared_hbm)
 
 
-def staged(x):
-    src = hbm(x.shape, x.dtype)
-    nisa.dma_copy(dst=src, src=x)
-    return src
-
-
-def returned(dst):
-    out = hbm(dst.shape, dst.dtype)
-    nisa.dma_copy(dst=out, src=dst)
-    return out
-
-
 @nki.jit
 def all_reduce(x, op):
     dst = hbm(x.shape, x.dtype)
-    ncc.all_reduce(srcs=[staged(x)], dsts=[dst], replica_group=PAIR, op=op)
-    return returned(dst)
+    ncc.all_reduce(srcs=[to_hbm(x)], dsts=[dst], replica_group=PAIR, op=op)
+    return to_hbm(dst)
 
 
 @pytest.mark.parametrize("a, b, op, dtype, expected", [
@@ -59,9 +48,9 @@ def _permute_reduce(shape1, dtype=nl.float32):
         nisa.memset(dst=tile, value=1)
         nisa.dma_copy(dst=src1, src=tile)
         dst = hbm(x.shape, x.dtype)
-        ncc.collective_permute_implicit_reduce(srcs0_by_channel=[[staged(x)]], srcs1_by_channel=[[src1]],
+        ncc.collective_permute_implicit_reduce(srcs0_by_channel=[[to_hbm(x)]], srcs1_by_channel=[[src1]],
                                                dsts_by_channel=[[dst]], replica_group=PAIR, op=nl.add)
-        return returned(dst)
+        return to_hbm(dst)
     return kernel
 
 
@@ -83,9 +72,9 @@ def test_permute_implicit_reduce_refuses_srcs1_of_another_shape(shape1):
 @nki.jit
 def permute_channel_ids_0(x):
     dst = hbm(x.shape)
-    ncc.collective_permute_implicit(srcs_by_channel=[[staged(x)]], dsts_by_channel=[[dst]],
+    ncc.collective_permute_implicit(srcs_by_channel=[[to_hbm(x)]], dsts_by_channel=[[dst]],
                                     replica_group=PAIR, channel_ids=0)
-    return returned(dst)
+    return to_hbm(dst)
 
 
 def test_channel_ids_that_are_not_a_list_are_refused_at_the_line():
