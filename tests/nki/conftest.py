@@ -10,12 +10,12 @@ def on_workers(monkeypatch):
     """For each segment whose chains ran on worker threads: how many matmuls they held (so a test
     knows it compared something that ran in parallel)."""
     seen = []
-    original = deferred.DeferredQueue._run_chains
+    original = deferred._Chains.start
 
-    def spy(self, entries):
-        done = original(self, entries)
-        if done:
-            seen.append(len(done))
-        return done
-    monkeypatch.setattr(deferred.DeferredQueue, "_run_chains", spy)
+    def spy(entries, state):
+        chains = original(entries, state)
+        if chains is not None:
+            seen.append(len(chains.lane_of))
+        return chains
+    monkeypatch.setattr(deferred._Chains, "start", staticmethod(spy))
     return seen

@@ -9,6 +9,7 @@ import contextlib
 import contextvars
 import io
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -44,6 +45,46 @@ def blocked_matmul(lhsT, rhs, out_dtype=nl.float32):
         nisa.dma_copy(dst=out[m * 128:(m + 1) * 128, :], src=row)
     return out
 
+
+
+def test_a_copy_out_of_psum_runs_once_its_chain_is_done_while_later_chains_multiply(monkeypatch):
+    """The first output tile's copy starts before the last chain's last GEMM ends (each GEMM is
+    slowed to 5 ms so the order does not depend on the machine); the values are eager's."""
+    original_gemm, original_run = deferred.blas.run_queued, deferred.run_instruction
+    gemms_ended, copies_started = [], []
+
+    def slow_gemm(calls):
+        time.sleep(0.005)
+        original_gemm(calls)
+        gemms_ended.append(time.perf_counter())
+
+    def run(ins, inputs, outputs, state, strict):
+        if ins.opcode is Opcode.TENSOR_COPY:
+            copies_started.append(time.perf_counter())
+        original_run(ins, inputs, outputs, state, strict)
+    monkeypatch.setattr(deferred.blas, "run_queued", slow_gemm)
+    monkeypatch.setattr(deferred, "run_instruction", run)
+    lhsT, rhs = _inputs()
+    result = nki.simulate(blocked_matmul)(lhsT, rhs)
+    assert len(gemms_ended) == 12  # 2 x 2 output tiles, 3 K steps each, every GEMM on a worker
+    assert copies_started[0] < max(gemms_ended)
+    monkeypatch.undo()
+    with trnsim.config.override(eager=True):
+        assert np.array_equal(result, nki.simulate(blocked_matmul)(lhsT, rhs))
+
+
+def test_a_gemm_that_fails_on_a_worker_is_raised_and_nothing_waits_forever(monkeypatch):
+    original = deferred.blas.run_queued
+    calls = []
+
+    def failing(gemms):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KernelError("the second worker GEMM failed")
+        original(gemms)
+    monkeypatch.setattr(deferred.blas, "run_queued", failing)
+    with pytest.raises(KernelError, match="second worker GEMM failed"):
+        nki.simulate(blocked_matmul)(*_inputs())
 
 @nki.jit
 def one_psum_tile(lhsT, rhs):

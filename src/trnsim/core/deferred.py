@@ -20,9 +20,11 @@ docs/emulator-speed.md.) So eager, deferred, strict and LNC=2 runs of a kernel g
 The rules that make reordering safe:
 * The queue holds one segment. It starts at a matmul; every later instruction joins it, except a
   matmul that reads a buffer a queued non-matmul writes, or writes a buffer a queued non-matmul
-  reads or writes: the segment runs first. So running all of a segment's matmuls before its other
+  reads or writes: the segment runs first. So running a segment's matmuls before its other
   instructions (which keep their order) gives the values that issue order gives. Matmuls read
-  SBUF and write PSUM only, so the chains of different PSUM tiles never touch each other's data.
+  SBUF and write PSUM only, so the chains of different PSUM tiles never touch each other's data,
+  and another instruction needs only the chains whose PSUM it touches to be done (it runs while
+  later chains still multiply).
 * Only chains whose GEMMs may wait run on workers: one 2-D fp32 PSUM region, so after its first
   matmul every step is a plain sgemm adding into it and nothing reads values a recorded GEMM has
   not made yet (see `_runs_alone`).
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import contextvars
 import queue
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -151,51 +154,90 @@ class DeferredQueue:
         return entries
 
     def _run(self, entries: list[Queued]) -> None:
-        """Run a segment: its independent matmul chains (GEMMs on workers), then the rest in issue
-        order."""
-        done = self._run_chains(entries)
-        for entry in entries:
-            if id(entry) not in done:
+        """Run a segment: its independent matmul chains (GEMMs on workers), and the rest in issue
+        order, each of those once the chains whose PSUM it touches are done (so the copies out of
+        PSUM run while later chains still multiply)."""
+        chains = _Chains.start(entries, self.state)
+        try:
+            for entry in entries:
+                if chains is not None:
+                    if chains.owns(entry):
+                        continue
+                    chains.wait_for(entry)
                 run_instruction(entry.ins, entry.inputs, entry.outputs, self.state, False)
+        finally:
+            if chains is not None:
+                chains.finish()
 
-    def _run_chains(self, entries: list[Queued]) -> set[int]:
-        """Run every chain that may run alone: its matmuls' bookkeeping here, in issue order, each
-        GEMM recorded (`blas.queued`) and handed at once to the worker that owns its chain (chains
-        are dealt round-robin to the workers, each of which makes its GEMMs in the order it gets
-        them, so a chain's GEMMs keep issue order while the bookkeeping goes on). Return the ids of
-        the entries run."""
+
+class _Chains:
+    """A segment's matmul chains that may run alone, their GEMMs running on worker threads.
+
+    Each matmul's bookkeeping runs here, in issue order, its GEMM recorded (`blas.queued`) and
+    handed at once to the worker that owns its chain (chains are dealt round-robin to the workers,
+    each of which makes its GEMMs in the order it gets them, so a chain's GEMMs keep issue order).
+    After a chain's last GEMM its worker is handed the chain's `done` event."""
+
+    def __init__(self, alone: list[list[Queued]], entries: list[Queued], state):
+        lanes = [queue.SimpleQueue() for _ in range(min(len(alone), blas.started_threads()))]
+        self.lane_of = {id(entry): lanes[number % len(lanes)]
+                        for number, chain in enumerate(alone) for entry in chain}
+        self.done = {chain[0].outputs[0].storage.id: threading.Event() for chain in alone}
+        ending = {id(chain[-1]): self.done[chain[0].outputs[0].storage.id] for chain in alone}
+        firsts = {id(chain[0]) for chain in alone}
+        self.errors: list[BaseException] = []
+        self.workers = ThreadPoolExecutor(len(lanes))
+        self.runs = [self.workers.submit(_make_gemms, lane, self.errors) for lane in lanes]
+        try:
+            for entry in entries:
+                lane = self.lane_of.get(id(entry))
+                if lane is None:
+                    continue
+                if id(entry) not in firsts:  # its region is settled by the chain's first matmul
+                    lane.put(settled_gemm(entry.ins, entry.inputs, entry.outputs, state))
+                else:
+                    gemms: list = []
+                    with blas.queued(gemms):
+                        run_instruction(entry.ins, entry.inputs, entry.outputs, state, False)
+                    for gemm in gemms:
+                        lane.put(gemm)
+                if id(entry) in ending:
+                    lane.put(ending[id(entry)])
+        finally:
+            for lane in lanes:
+                lane.put(None)
+            if sys.exc_info()[0] is not None:  # a matmul's bookkeeping failed: stop the workers
+                self.workers.shutdown()
+
+    @classmethod
+    def start(cls, entries: list[Queued], state) -> _Chains | None:
+        """Start the segment's chains that may run alone; None when fewer than two do."""
         chains: dict[int, list[Queued]] = {}
         for entry in entries:
             if entry.ins.opcode is Opcode.MATMUL:
                 chains.setdefault(entry.outputs[0].storage.id, []).append(entry)
         alone = [chain for chain in chains.values() if _runs_alone(chain)]
-        if len(alone) < 2:
-            return set()
-        lanes = [queue.SimpleQueue() for _ in range(min(len(alone), blas.started_threads()))]
-        lane_of = {id(entry): lanes[number % len(lanes)]
-                   for number, chain in enumerate(alone) for entry in chain}
-        firsts = {id(chain[0]) for chain in alone}
-        with ThreadPoolExecutor(len(lanes)) as workers:
-            runs = [workers.submit(_make_gemms, lane) for lane in lanes]
-            try:
-                for entry in entries:
-                    lane = lane_of.get(id(entry))
-                    if lane is None:
-                        continue
-                    if id(entry) not in firsts:  # its region is settled by the chain's first matmul
-                        lane.put(settled_gemm(entry.ins, entry.inputs, entry.outputs, self.state))
-                        continue
-                    gemms: list = []
-                    with blas.queued(gemms):
-                        run_instruction(entry.ins, entry.inputs, entry.outputs, self.state, False)
-                    for gemm in gemms:
-                        lane.put(gemm)
-            finally:
-                for lane in lanes:
-                    lane.put(None)
-            for run in runs:
-                run.result()
-        return set(lane_of)
+        return cls(alone, entries, state) if len(alone) >= 2 else None
+
+    def owns(self, entry: Queued) -> bool:
+        return id(entry) in self.lane_of
+
+    def wait_for(self, entry: Queued) -> None:
+        """Wait until every chain whose PSUM `entry` reads or writes is done."""
+        for view in entry.inputs + entry.outputs:
+            done = self.done.get(view.storage.id)
+            if done is not None:
+                done.wait()
+                if self.errors:
+                    raise self.errors[0]
+
+    def finish(self) -> None:
+        """Wait for the workers; raise the first GEMM's error."""
+        self.workers.shutdown()
+        for run in self.runs:
+            run.result()
+        if self.errors:
+            raise self.errors[0]
 
 
 class Segment:
@@ -230,10 +272,18 @@ class Segment:
 _UNSET = object()
 
 
-def _make_gemms(lane: queue.SimpleQueue) -> None:
-    """A worker: make the recorded GEMMs it is handed, in order, until it is handed None."""
-    while (gemm := lane.get()) is not None:
-        blas.run_queued([gemm])
+def _make_gemms(lane: queue.SimpleQueue, errors: list) -> None:
+    """A worker: make the recorded GEMMs it is handed, in order, and set the chain events it is
+    handed, until it is handed None. After a failure it makes no more GEMMs but still sets the
+    events, so that nothing waits forever (the waiter finds the error in `errors`)."""
+    while (item := lane.get()) is not None:
+        if isinstance(item, threading.Event):
+            item.set()
+        elif not errors:
+            try:
+                blas.run_queued([item])
+            except BaseException as error:  # noqa: BLE001 - raised on the segment's thread
+                errors.append(error)
 
 
 def _runs_alone(chain: list[Queued]) -> bool:
