@@ -10,7 +10,7 @@ import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 from trnsim import hardware
-from trnsim.errors import DTypeError, HazardError, KernelError, ShapeError, UnsupportedError
+from trnsim.errors import ArgumentError, DTypeError, HazardError, KernelError, ShapeError, UnsupportedError
 
 RNG = np.random.default_rng(7)
 GROUP = hardware.core("trn2").gpsimd_group_partitions
@@ -361,3 +361,20 @@ def test_indirect_refuses_misuse(case, error, match):
     with pytest.raises(error, match=match):
         target = "trn2" if case == "trn2" else "trn3"
         nki.simulate(kernel, target=target)(np.ones((32, 40), np.float32), index)
+
+
+@pytest.mark.parametrize(("shape", "dtype", "buffer", "error", "match"), [
+    ((1, 2), "int32", "sbuf", ShapeError, r"shape \[1, 2\]; the seed is a \[1, 1\] tile"),
+    ((128, 1), "uint32", "sbuf", ShapeError, r"shape \[128, 1\]"),
+    ((1, 1), "int16", "sbuf", ArgumentError, "int16; the seed is a 32-bit value"),
+    ((1, 1), "int32", "hbm", ArgumentError, "in hbm; the seed is read from SBUF or PSUM"),
+])
+def test_set_rng_seed_takes_a_one_by_one_32_bit_tile_on_chip(shape, dtype, buffer, error, match):
+    """The limits the SDK's nki.isa.set_rng_seed docstring states, refused at the kernel's line."""
+    def kernel():
+        seed = nl.ndarray(shape, dtype=dtype, buffer=nl.sbuf if buffer == "sbuf" else nl.shared_hbm)
+        nisa.set_rng_seed(seed)
+        return to_hbm(draw())
+    with pytest.raises(error, match=match) as raised:
+        nki.simulate(kernel, target="trn2")()
+    assert "test_nki_long_tail.py" in str(raised.value)

@@ -272,6 +272,16 @@ def set_rng_seed(src_seeds, name=None):
     running = backend.core()
     if not isinstance(src_seeds, NkiTensor) and not (isinstance(src_seeds, Integral) and src_seeds >= 0):
         raise ArgumentError(f"src_seeds={src_seeds!r}; it must be a non-negative integer or a [1, 1] tile")
+    if isinstance(src_seeds, NkiTensor):  # the limits the nki.isa.set_rng_seed docstring states
+        if tuple(src_seeds.shape) != (1, 1):
+            raise ShapeError(f"src_seeds has shape {list(src_seeds.shape)}; the seed is a [1, 1] tile",
+                             op="nisa.set_rng_seed")
+        if src_seeds.storage.memory not in (Memory.SBUF, Memory.PSUM):
+            raise ArgumentError(f"src_seeds is in {src_seeds.storage.memory.value}; the seed is read from "
+                                f"SBUF or PSUM", op="nisa.set_rng_seed", hint="copy it on chip first")
+        if src_seeds.element.numpy.itemsize != 4:
+            raise ArgumentError(f"src_seeds is {src_seeds.dtype}; the seed is a 32-bit value",
+                                op="nisa.set_rng_seed")
     if running.with_values:
         if hasattr(src_seeds, "array"):
             seed = int(np.asarray(src_seeds.array()).reshape(-1)[0])
