@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 import pytest
+from kernel_helpers import on_chip
 
 import trnsim
 import trnsim.nki as nki
@@ -72,6 +73,41 @@ def test_a_copy_out_of_psum_runs_once_its_chain_is_done_while_later_chains_multi
     with trnsim.config.override(eager=True):
         assert np.array_equal(result, nki.simulate(blocked_matmul)(lhsT, rhs))
 
+
+
+@nki.jit
+def overwrite_after_matmuls(lhsT, rhs):
+    """Two output tiles' matmuls read one fp32 tile (their GEMMs read it in place, not a copy);
+    then the kernel overwrites it."""
+    left = on_chip(lhsT)
+    right = on_chip(rhs)
+    sums = [nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.psum) for _ in range(2)]
+    for n in range(2):
+        nisa.nc_matmul(dst=sums[n], stationary=left, moving=right[:, n * 256:(n + 1) * 256])
+    nisa.memset(dst=left, value=0.0)
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    for n in range(2):
+        tile = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=tile, src=sums[n])
+        nisa.dma_copy(dst=out[:, n * 256:(n + 1) * 256], src=tile)
+    return out
+
+
+def test_an_instruction_that_overwrites_a_matmul_operand_waits_for_its_gemms(monkeypatch, on_workers):
+    """The memset waits until both chains' GEMMs have read the tile (each GEMM is slowed to 20 ms so
+    that, without the wait, the memset would win); the values are eager's."""
+    original = deferred.blas.run_queued
+
+    def slow_gemm(calls):
+        time.sleep(0.02)
+        original(calls)
+    monkeypatch.setattr(deferred.blas, "run_queued", slow_gemm)
+    lhsT, rhs = _inputs(k=128, m=128, n=512)
+    result = nki.simulate(overwrite_after_matmuls)(lhsT, rhs)
+    assert on_workers == [2]
+    with trnsim.config.override(eager=True):
+        assert np.array_equal(result, nki.simulate(overwrite_after_matmuls)(lhsT, rhs))
+    np.testing.assert_allclose(result, lhsT.T.astype(np.float64) @ rhs, rtol=1e-4, atol=1e-3)
 
 def test_a_gemm_that_fails_on_a_worker_is_raised_and_nothing_waits_forever(monkeypatch):
     original = deferred.blas.run_queued

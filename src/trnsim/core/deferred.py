@@ -182,8 +182,16 @@ class _Chains:
         lanes = [queue.SimpleQueue() for _ in range(min(len(alone), blas.started_threads()))]
         self.lane_of = {id(entry): lanes[number % len(lanes)]
                         for number, chain in enumerate(alone) for entry in chain}
-        self.done = {chain[0].outputs[0].storage.id: threading.Event() for chain in alone}
-        ending = {id(chain[-1]): self.done[chain[0].outputs[0].storage.id] for chain in alone}
+        done = [threading.Event() for _ in alone]
+        ending = {id(chain[-1]): event for chain, event in zip(alone, done, strict=True)}
+        # What an instruction must wait for: a read, the chain writing that PSUM tile; a write, also
+        # every chain reading the buffer (an fp32 operand's GEMM reads the tile itself, not a copy).
+        self.before_read: dict[int, list[threading.Event]] = {}
+        self.before_write: dict[int, list[threading.Event]] = {}
+        for chain, event in zip(alone, done, strict=True):
+            self.before_read[chain[0].outputs[0].storage.id] = [event]
+            for storage in {view.storage.id for entry in chain for view in entry.inputs + entry.outputs}:
+                self.before_write.setdefault(storage, []).append(event)
         firsts = {id(chain[0]) for chain in alone}
         self.errors: list[BaseException] = []
         self.workers = ThreadPoolExecutor(len(lanes))
@@ -223,13 +231,14 @@ class _Chains:
         return id(entry) in self.lane_of
 
     def wait_for(self, entry: Queued) -> None:
-        """Wait until every chain whose PSUM `entry` reads or writes is done."""
-        for view in entry.inputs + entry.outputs:
-            done = self.done.get(view.storage.id)
-            if done is not None:
-                done.wait()
-                if self.errors:
-                    raise self.errors[0]
+        """Wait until every chain `entry` depends on is done: those writing the PSUM tiles it reads,
+        and those reading or writing the buffers it writes."""
+        for waits, views in ((self.before_read, entry.inputs), (self.before_write, entry.outputs)):
+            for view in views:
+                for done in waits.get(view.storage.id, ()):
+                    done.wait()
+                    if self.errors:
+                        raise self.errors[0]
 
     def finish(self) -> None:
         """Wait for the workers; raise the first GEMM's error."""
