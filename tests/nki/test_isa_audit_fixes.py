@@ -202,6 +202,21 @@ BF16 = ml_dtypes.bfloat16
      "trn3"),
     (lambda: nisa.dropout(dst=_t((8, 8), nl.float16), data=_t((8, 8)), prob=0.5), DTypeError,
      "dropout writes data's dtype", "trn2"),
+    (lambda: nisa.range_select(dst=_t((8, 8)), on_true_tile=_t((8, 8)), comp_op0=nl.less, comp_op1=nl.less,
+                               bound0=_t((8, 1)), bound1=_t((8, 1)), on_false_value=0.0),
+     ArgumentError, "on_false_value=0.0; .* must be FP32_MIN", "trn2"),
+    (lambda: nisa.tensor_scalar(dst=_t((8, 8), nl.int32), data=_t((8, 8), nl.int32), op0=nl.bitwise_and,
+                                operand0=1, op1=nl.add, operand1=1),
+     ArgumentError, "both bitvec or both arithmetic", "trn2"),
+    (lambda: nisa.activation(dst=_t((8, 8)), op=nl.exp, data=_t((8, 8)), reduce_op=nl.maximum,
+                             reduce_res=_t((8, 1)), reduce_cmd=nisa.reduce_cmd.reset_reduce),
+     ArgumentError, "reduce_op=maximum; activation's reduce_op must be nl.add", "trn2"),
+    (lambda: nisa.tensor_reduce(dst=_t((8, 1), nl.int32), op=nl.bitwise_or, data=_t((8, 8), nl.int32),
+                                axis=1, negate=True),
+     ArgumentError, "negate=True with op=bitwise_or", "trn2"),
+    (lambda: nisa.affine_select(dst=_t((4, 8)), pattern=[[1, 8]], channel_multiplier=0,
+                                on_true_tile=_t((4, 8)), on_false_value=0.0, cmp_op=nl.add),
+     ArgumentError, "cmp_op=add; affine_select's cmp_op is a comparison", "trn2"),
 ])
 def test_documented_limit_is_refused(body, error, match, target):
     _refused(error, _kernel(body), X, match=match, target=target)

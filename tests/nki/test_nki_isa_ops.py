@@ -123,7 +123,7 @@ RECORDS = [
         (128, 64)),
     OpRecord("range_select", lambda d, a, lo, hi: nisa.range_select(
         dst=d[:, 0:64], on_true_tile=a, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=lo, bound1=hi,
-        reduce_res=d[:, 64:65], reduce_op=nl.maximum, on_false_value=-100.0),
+        reduce_res=d[:, 64:65], reduce_op=nl.maximum),  # on_false_value: FP32_MIN, the only one allowed
         [A, np.full((128, 1), 10, f32), np.full((128, 1), 20, f32)], None, (128, 65),
         targets=("trn2", "trn3")),  # NeuronCore-v3 and later (nki.isa.range_select)
     OpRecord("select_reduce", lambda d, p, a: nisa.select_reduce(
@@ -169,7 +169,7 @@ def _scan_reference(a, b):
 
 def _range_select_reference(a, lo, hi):
     keep = (np.arange(64) >= 10) & (np.arange(64) < 20)
-    values = np.where(keep[None, :], a, -100.0)
+    values = np.where(keep[None, :], a, np.float32(-3.4028235e38))
     return np.concatenate([values, values.max(1, keepdims=True)], 1)
 
 

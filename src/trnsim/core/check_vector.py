@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from math import prod
 
+import numpy as np
+
 from trnsim.core import alu
 from trnsim.core.check import CHECK, _fail, _free, shape_of
 from trnsim.core.isa import Engine, Memory, Opcode
@@ -20,6 +22,8 @@ BN_STATS_VALUES = 6
 """bn_stats writes count, mean and variance*count of the even and of the odd elements (nki.isa.bn_stats)."""
 BN_AGGR_VALUES = 2
 """bn_aggr writes a mean and a variance per partition from (count, mean, M2) triples (nki.isa.bn_aggr)."""
+FP32_MIN = np.float32(-3.4028235e38)
+"""range_select's on_false_value: "this must be FP32_MIN" (nki.isa.range_select)."""
 TOP_VALUES = 8
 """max8, nc_find_index8 and nc_match_replace8 work on 8 values per partition (nki.isa.max8)."""
 TOP_MAX_ELEMENTS = 16384
@@ -61,9 +65,13 @@ def _reduce_res(ins: Instruction) -> None:
 
 @CHECK.register(Opcode.ACTIVATION)
 def _activation(ins: Instruction, core) -> None:
-    """activate2 (trn3) needs both operators and both immediates; reduce_res is [P, 1]."""
+    """activation reduces with add only ("reduce_op must be nl.add", nki.isa.activation; activate2
+    takes others); activate2 (trn3) needs both operators and both immediates; reduce_res is [P, 1]."""
     params = ins.params
     if params.get("op0") is None and params.get("op1") is None:
+        if params.get("reduce_op") != "add":
+            _fail(ArgumentError, ins, f"reduce_op={params.get('reduce_op')}; activation's reduce_op must be "
+                  f"nl.add", hint="use activate2 (trn3) or tensor_reduce for other reductions")
         _reduce_res(ins)
         return
     ops = [params.get(key) for key in ("op0", "op1", "imm0", "imm1")]
@@ -95,10 +103,14 @@ def reduce_init_with_load(ins: Instruction) -> None:
 
 @CHECK.register(Opcode.RANGE_SELECT)
 def _range_select(ins: Instruction, core) -> None:
-    """on_true_tile is a float tile and bound0/bound1 fp32 (nki.isa.range_select); reduce_res is [P, 1]."""
+    """on_true_tile is a float tile, bound0/bound1 fp32 and on_false_value FP32_MIN ("due to hardware
+    constraints", nki.isa.range_select); reduce_res is [P, 1]."""
     data = ins.inputs[0]
     if is_integer(data.dtype):
         _fail(DTypeError, ins, f"on_true_tile is {data.dtype}; range_select takes a float tile")
+    if np.float32(ins.param("on_false_value")) != FP32_MIN:
+        _fail(ArgumentError, ins, f"on_false_value={ins.param('on_false_value')}; range_select's must be "
+              f"FP32_MIN ({FP32_MIN:.8g}), a hardware constraint", hint="leave on_false_value at its default")
     for key in ("bound0", "bound1"):
         bound = ins.param(key)
         if type(bound) is InputRef and ins.inputs[bound.index].dtype != "float32":
@@ -107,13 +119,18 @@ def _range_select(ins: Instruction, core) -> None:
 
 @CHECK.register(Opcode.TENSOR_SCALAR)
 def _tensor_scalar(ins: Instruction, core) -> None:
-    """Each operator has its operand (a unary op0 has none); a second operator needs operand1."""
+    """Each operator has its operand (a unary op0 has none); a second operator needs operand1 and is
+    of op0's type ("both bitvec or both arithmetic", nki.isa.tensor_scalar)."""
     _op0_operand(ins, core)
-    if ins.param("op1") is not None and ins.param("operand1") is None:
-        _fail(ArgumentError, ins, f"op1={ins.param('op1')!r} without operand1", hint="pass operand1=")
-    bitwise = [op for op in (ins.param("op0"), ins.param("op1")) if op in alu.BITWISE]
+    op0, op1 = ins.param("op0"), ins.param("op1")
+    if op1 is not None and ins.param("operand1") is None:
+        _fail(ArgumentError, ins, f"op1={op1!r} without operand1", hint="pass operand1=")
+    bitwise = [op for op in (op0, op1) if op in alu.BITWISE]
     if bitwise:
         _integers(ins, bitwise[0], ins.inputs[0], ins.outputs[0])
+    if op1 is not None and (op0 in alu.BITWISE) != (op1 in alu.BITWISE):
+        _fail(ArgumentError, ins, f"op0={op0}, op1={op1}; tensor_scalar's two operators must be both "
+              f"bitvec or both arithmetic", hint="split it into two tensor_scalar calls")
 
 
 def _op0_operand(ins: Instruction, core) -> None:
@@ -157,7 +174,7 @@ def _tensor_tensor(ins: Instruction, core) -> None:
 @CHECK.register(Opcode.TENSOR_REDUCE)
 def _tensor_reduce(ins: Instruction, core) -> None:
     """The reduced axes are the last free dims (never the partition dim); dst holds the partitions
-    times the kept free dims."""
+    times the kept free dims; negate only with an arithmetic op (nki.isa.tensor_reduce)."""
     data, dst = ins.inputs[0], ins.outputs[0]
     shape = shape_of(data)
     rank, axes = len(shape), tuple(ins.param("axis"))
@@ -170,6 +187,9 @@ def _tensor_reduce(ins: Instruction, core) -> None:
     kept = prod(shape[1:axes[0]])
     if ins.param("op") in alu.BITWISE:
         _integers(ins, ins.param("op"), data, dst)
+        if ins.param("negate"):
+            _fail(ArgumentError, ins, f"negate=True with op={ins.param('op')}; negate is \"only applicable "
+                  f"when op is an arithmetic operator\"", hint="drop negate")
     refuse_magnitude_reduction(ins)
     if _free(dst) != kept:
         _fail(ShapeError, ins, f"dst {list(shape_of(dst))} does not hold the result of reducing axes "
