@@ -1,16 +1,27 @@
 """Launch grids and LNC=2: shared tensors, trn1/inf2 grids, sendrecv between the cores, tiles of
-other programs, program_id/num_programs axes. Each refusal comes at once, at the kernel's line,
-from simulate and trace alike."""
+other programs, program_id/num_programs axes, races of the two cores on HBM. Each refusal comes at
+once, at the kernel's line, from simulate and trace alike."""
 
+import inspect
+import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
+from kernel_helpers import on_chip, to_hbm
 
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.errors import ArgumentError, CapacityError, KernelError, ShapeError, UnsupportedError
+from trnsim.errors import (
+    ArgumentError,
+    CapacityError,
+    KernelError,
+    KernelWarning,
+    ShapeError,
+    UnsupportedError,
+)
 
 X = np.zeros((128, 64), np.float32)
 SPEC = nki.TensorSpec((128, 64), "float32")
@@ -137,18 +148,22 @@ def test_a_tile_sent_to_the_core_itself_arrives():
 
 
 def _handed_over(grid):
-    box = {}
+    """A kernel whose program 0 hands its SBUF tile to program 1 in a Python object. The event makes
+    program 1 wait for it in trace-only runs too, whose cores do not wait at a core_barrier."""
+    box, made = {}, threading.Event()
 
     @nki.jit
     def handed_over(a):
         me = nl.program_id(0)
         if me == 0:
             box["tile"] = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+            made.set()
             nisa.dma_copy(dst=box["tile"], src=a)
         if grid == 2:
             nisa.core_barrier(cores=(0, 1))
         result = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
         if me == 1:
+            assert made.wait(10)
             nisa.dma_copy(dst=result, src=box["tile"])
         return result
     return handed_over[grid]
@@ -157,10 +172,15 @@ def _handed_over(grid):
 @pytest.mark.parametrize("grid", [2, 3])
 def test_a_tile_of_another_program_is_refused(grid):
     """Core 1 of LNC=2 (and program 1 of a grid) read program 0's SBUF tile, handed over in a Python
-    object: each core has its own SBUF."""
-    refused_in_both_modes(KernelError, r"test_nki_lnc.py:\d+ in handed_over: nisa.dma_copy: tile "
-                                       r"'handed_over:\d+' was made by another program of this launch; this "
-                                       r"is program 1", _handed_over(grid))
+    object: each core has its own SBUF. (Each run gets its own kernel: a tile kept from the first
+    run is refused for another reason.)"""
+    match = (r"test_nki_lnc.py:\d+ in handed_over: nisa.dma_copy: tile 'handed_over:\d+' was made by "
+             r"another program of this launch; this is program 1")
+    with pytest.raises(KernelError, match=match) as simulated:
+        nki.simulate(_handed_over(grid), target="trn2")(X)
+    with pytest.raises(KernelError, match=match) as traced:
+        nki.trace(_handed_over(grid), SPEC, target="trn2")
+    assert str(simulated.value) == str(traced.value)
 
 
 def _grid_query(grid, query):
@@ -191,3 +211,105 @@ def test_grid_queries_without_a_grid():
     kernel, seen = _grid_query((2, 3), lambda: nl.num_programs((0, 1)))
     nki.trace(kernel, SPEC)
     assert seen == [6] * 6
+
+
+def race_warnings(kernel):
+    """The KernelWarnings of an LNC=2 launch, the same from a value run and a trace-only run."""
+    found = []
+    for launch in (lambda: nki.simulate(kernel[2], target="trn2")(X), lambda: nki.trace(kernel[2], SPEC,
+                                                                                          target="trn2")):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            launch()
+        found.append([str(w.message) for w in seen if issubclass(w.category, KernelWarning)])
+    assert found[0] == found[1]
+    return found[0]
+
+
+def line_of(kernel, marker):
+    """The line of `kernel` that holds the comment `marker`."""
+    lines, first = inspect.getsourcelines(kernel.fn)
+    return first + next(i for i, line in enumerate(lines) if line.rstrip().endswith(marker))
+
+
+@nki.jit
+def read_while_written(a):
+    result = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.shared_hbm)
+    if nl.program_id(0) == 0:
+        nisa.dma_copy(dst=result, src=on_chip(a))  # write
+    else:
+        nisa.dma_copy(dst=nl.ndarray((128, 32), dtype=a.dtype, buffer=nl.sbuf), src=result[:, 0:32])  # read
+    return result
+
+
+@nki.jit
+def overlapping_writes(a):
+    me = nl.program_id(0)
+    result = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=result[32 * me:32 * me + 96, :], src=a[0:96, :])  # write
+    return result
+
+
+def test_a_read_of_what_the_other_core_writes_with_nothing_between_races():
+    """Core 1 read what core 0 wrote with no barrier: silent, though on the chip it reads old or new."""
+    write, read = (line_of(read_while_written, marker) for marker in ("# write", "# read"))
+    assert race_warnings(read_while_written) == [
+        f"test_nki_lnc.py:{read} in read_while_written: core 1 reads bytes of "
+        f"'read_while_written:{write - 2}' that core 0 writes at test_nki_lnc.py:{write} in "
+        f"read_while_written, with no nisa.core_barrier or nisa.sendrecv between them: the two cores of "
+        f"LNC=2 race, so on the chip what core 1 reads depends on timing. Fix: a nisa.core_barrier (or a "
+        f"sendrecv) between the two, or disjoint regions for the two cores"]
+
+
+def test_overlapping_writes_of_the_two_cores_race():
+    write = line_of(overlapping_writes, "# write")
+    (message,) = race_warnings(overlapping_writes)
+    assert message.startswith(f"test_nki_lnc.py:{write} in overlapping_writes: core 1 writes bytes of "
+                              f"'overlapping_writes:{write - 1}' that core 0 writes at "
+                              f"test_nki_lnc.py:{write}")
+    assert "which write lands last depends on timing" in message
+
+
+def _ordered(how):
+    @nki.jit
+    def ordered(a):
+        me = nl.program_id(0)
+        result = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.shared_hbm)
+        if how == "halves":  # each core its own columns, interleaved in every row
+            nisa.dma_copy(dst=result[:, me * 32:(me + 1) * 32], src=a[:, me * 32:(me + 1) * 32])
+            return result
+        if how == "same writes":  # code both cores run whole writes the same bytes twice
+            return to_hbm(on_chip(a))
+        if me == 0:
+            nisa.dma_copy(dst=result, src=on_chip(a))
+        if how == "barrier":
+            nisa.core_barrier(cores=(0, 1))
+        else:
+            sent, got = (nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf) for _ in range(2))
+            nisa.memset(dst=sent, value=1.0)
+            nisa.sendrecv(src=sent, dst=got, send_to_rank=1 - me, recv_from_rank=1 - me, pipe_id=0)
+        if me == 1:
+            nisa.dma_copy(dst=result, src=on_chip(result))
+        return result
+    return ordered
+
+
+@pytest.mark.parametrize("how", ["barrier", "sendrecv", "halves", "same writes"])
+def test_accesses_ordered_by_a_meeting_or_disjoint_do_not_race(how):
+    """Both cores also read all of the same input `a`."""
+    assert race_warnings(_ordered(how)) == []
+
+
+def test_without_the_meeting_the_same_accesses_race():
+    """The ordered kernel minus its barrier: so the tests above can see a race."""
+    @nki.jit
+    def unordered(a):
+        me = nl.program_id(0)
+        result = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.shared_hbm)
+        if me == 0:
+            nisa.dma_copy(dst=result, src=on_chip(a))
+        if me == 1:
+            nisa.dma_copy(dst=result, src=on_chip(result))
+        return result
+    messages = race_warnings(unordered)
+    assert len(messages) == 2 and "core 1 reads" in messages[0] and "core 1 writes" in messages[1]

@@ -36,7 +36,7 @@ from trnsim.errors import (
     TrnsimError,
     reported_error,
 )
-from trnsim.nki import backend, dtypes, interop, lnc
+from trnsim.nki import backend, dtypes, interop, lnc, races
 from trnsim.nki.tensor import NkiTensor
 
 DEFAULT_TARGET = "trn3"
@@ -288,6 +288,8 @@ def _launch(fn, cores, args, kwargs) -> list:
         raise reported_error(errors)
     for core in cores:
         core.settle()
+    if lnc2:
+        races.warn(cores[0].launch.trace)
     return results
 
 
