@@ -291,3 +291,14 @@ def test_a_register_moved_from_another_is_read_when_the_move_runs_in_both_modes(
 
     result = _both(kernel, np.zeros((128, 64), np.float32))
     np.testing.assert_array_equal(result, np.broadcast_to(np.arange(5, 69, dtype=np.int32), (128, 64)))
+
+
+def test_nl_dropout_with_another_dtype_drops_then_casts():
+    """nl.dropout's dtype= is a cast; nisa.dropout itself keeps data's dtype (it refused this)."""
+    x = np.random.default_rng(2).standard_normal((8, 16)).astype(ml_dtypes.bfloat16).astype(np.float32)
+
+    def kernel(x):
+        return to_hbm(nl.dropout(on_chip(x), 0.0, dtype=nl.bfloat16))
+    result = _both(kernel, x)
+    assert result.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(result.astype(np.float32), x)

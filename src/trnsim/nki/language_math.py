@@ -277,4 +277,12 @@ def rms_norm(x, w, axis=-1, n=None, epsilon=1e-6, dtype=None, compute_dtype=None
 
 
 def dropout(x, rate, dtype=None):
-    return nisa.dropout(dst=_new(x.shape, dtype or x.dtype), data=x, prob=rate)
+    """nisa.dropout keeps x's dtype, so another `dtype` (a cast, as the nl.dropout docs have it) is a
+    copy after it."""
+    dropped = _new(x.shape, x.dtype)
+    nisa.dropout(dst=dropped, data=x, prob=rate)
+    if dtype is None or dtype == x.dtype:
+        return dropped
+    result = _new(x.shape, dtype)
+    nisa.tensor_copy(dst=result, src=dropped)
+    return result

@@ -2,6 +2,7 @@
 
 import sys
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -481,3 +482,17 @@ def test_floor_division_of_a_tile_is_refused_at_the_kernel_line():
         return nl.load(a) // 2
     with pytest.raises(UnsupportedError, match=r"test_legacy_front_end.py:\d+ in halves: .*`//` on a tile"):
         halves(normal(128, 4))
+
+
+@nki.jit
+def dropout_to_bf16(a):
+    out = nl.ndarray(a.shape, dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    nl.store(out, value=nisa.dropout(nl.load(a), 0.0, dtype=nl.bfloat16))
+    return out
+
+
+def test_dropout_with_another_dtype_drops_then_casts():
+    """The old API documents dropout's dtype= as a cast; the dropout itself keeps data's dtype."""
+    a = normal(128, 64).astype(ml_dtypes.bfloat16).astype(np.float32)
+    result = nki06.simulate(dropout_to_bf16, target="trn2")(a)
+    np.testing.assert_array_equal(np.asarray(result).astype(np.float32), a)

@@ -158,7 +158,11 @@ def reciprocal(data, dtype=None, mask=None) -> Tile:
 
 
 def dropout(data, prob, mask=None, dtype=None) -> Tile:
-    return _compute(nisa06.dropout, data, dtype, mask, columns=("prob",), prob=prob)
+    """dropout keeps data's dtype, so another `dtype` (documented as a cast) is a copy after it."""
+    dropped = _compute(nisa06.dropout, data, None, mask, columns=("prob",), prob=prob)
+    if result_dtype(dtype, data) == dropped.dtype:
+        return dropped
+    return tensor_copy(dropped, mask=mask, dtype=dtype)
 
 
 def tensor_reduce(op, data, axis, mask=None, dtype=None, negate=False, keepdims=False) -> Tile:
