@@ -8,8 +8,8 @@ kernels, so this is a `KernelWarning`, computed from the trace after the launch:
 every run, and in `simulate` and `trace` alike.
 
 Each instruction gets a vector clock (how many instructions of each core happen before it),
-joined where the scheduler meets the cores (`_meetings`: the k-th barriers, a send and its
-receive). Only allocations both cores touch, one writing, can race. Per allocation, the accesses
+joined where the scheduler meets the cores (`timing.schedule.core_meetings`: the k-th barriers, a
+send and its receive). Only allocations both cores touch, one writing, can race. Per allocation, the accesses
 of one core that neither precede nor follow an access of the other form one window of its
 program order; within it, the exact byte ranges of each line are compared with the other's.
 """
@@ -27,7 +27,7 @@ import numpy as np
 from trnsim.core.isa import Memory
 from trnsim.core.trace import Region, Trace
 from trnsim.errors import KernelWarning, SourceLoc
-from trnsim.timing.schedule import _meetings
+from trnsim.timing.schedule import core_meetings
 
 MAX_WARNINGS = 5
 """Racing pairs of lines warned one by one per launch; the rest are counted in one more warning."""
@@ -179,7 +179,7 @@ def _clocks(trace: Trace) -> tuple[list[int], list[tuple[int, ...]]]:
     Each core walks its instructions until a meeting whose partners have not arrived yet; then the
     other core walks. A core arriving at a meeting publishes its clock (its own count including
     the meeting), and leaves it with the latest of its partners' clocks."""
-    waits = dict(_meetings(trace))
+    waits = dict(core_meetings(trace))
     order: list[list[int]] = [[] for _ in range(trace.cores)]
     for index, ins in enumerate(trace):
         order[ins.core].append(index)

@@ -55,43 +55,41 @@ def covers(x: Box, y: Box) -> bool:
     return x[6] == y[6] and x[2] <= y[2] and y[3] <= x[3] and x[4] <= y[4] and y[5] <= x[5]
 
 
-class _Boxes:
-    """Boxes of one allocation with the instruction that last used each: sorted by first byte.
+class _Boxes(list):
+    """Boxes of one allocation with the instruction that last used each: entries [first byte,
+    box, end_s, instruction], sorted by first byte.
 
-    Most allocations are used as one whole box: until a second box appears, `items` holds at
+    Most allocations are used as one whole box: until a second box appears, the list holds at
     most one entry and there is no index. Once a second box arrives, `exact` (box -> entry),
     `starts` (first bytes, for bisection) and `longest` (the widest box) are kept as well.
-    A trace makes two of these per allocation, so the single-box state allocates nothing more.
+    A trace makes two of these per allocation: as a list subclass whose `exact` defaults to the
+    class's None, one is made without running Python code.
     """
 
-    __slots__ = ("starts", "items", "exact", "longest")
-
-    def __init__(self):
-        self.items: list[list] = []  # [first byte, box, end_s, instruction]
-        self.exact: dict[Box, list] | None = None
+    exact: dict[Box, list] | None = None
+    starts: list[int]
+    longest: int
 
     def latest(self, box: Box, ready_s: float, blocker: int) -> tuple[float, int]:
         """(end, instruction) of the last entry overlapping `box` that ends after `ready_s`;
         else (ready_s, blocker) unchanged. The end is compared first: it is the cheaper test."""
-        items = self.items
-        if len(items) == 1:
-            item = items[0]
+        if len(self) == 1:
+            item = self[0]
             if item[2] > ready_s and overlaps(item[1], box):
                 return item[2], item[3]
             return ready_s, blocker
         stop = bisect_right(self.starts, box[1])
         start = bisect_left(self.starts, box[0] - self.longest, 0, stop)
-        for item in items[start:stop]:
+        for item in self[start:stop]:
             if item[2] > ready_s and overlaps(item[1], box):
                 ready_s, blocker = item[2], item[3]
         return ready_s, blocker
 
     def add(self, box: Box, end_s: float, index: int, keep_later: bool) -> None:
         """Record a use of `box`; a read keeps the later end of two reads of the same box."""
-        items = self.items
-        if not items:
+        if not self:
             item = [box[0], box, end_s, index]
-            items.append(item)
+            self.append(item)
             if self.exact is not None:  # indexed once, then emptied: keep the index whole
                 self.exact[box] = item
                 self.starts = [box[0]]
@@ -99,7 +97,7 @@ class _Boxes:
             return
         exact = self.exact
         if exact is None:
-            item = items[0]
+            item = self[0]
             if item[1] == box:
                 if not keep_later or end_s > item[2]:
                     item[2], item[3] = end_s, index
@@ -114,25 +112,24 @@ class _Boxes:
         item = exact[box] = [box[0], box, end_s, index]
         position = bisect_right(self.starts, box[0])
         self.starts.insert(position, box[0])
-        items.insert(position, item)
+        self.insert(position, item)
         if box[1] - box[0] > self.longest:
             self.longest = box[1] - box[0]
 
     def drop_covered(self, box: Box) -> None:
         """Forget the boxes a new write covers: waiting on the write implies waiting on them."""
-        items = self.items
-        if len(items) == 1:
-            if covers(box, items[0][1]):
-                items.clear()
+        if len(self) == 1:
+            if covers(box, self[0][1]):
+                self.clear()
                 self.exact = None
             return
         stop = bisect_right(self.starts, box[1])
         start = bisect_left(self.starts, box[0], 0, stop)
-        doomed = [k for k in range(start, stop) if covers(box, items[k][1])]
+        doomed = [k for k in range(start, stop) if covers(box, self[k][1])]
         for k in reversed(doomed):
-            del self.exact[items[k][1]]
+            del self.exact[self[k][1]]
             del self.starts[k]
-            del items[k]
+            del self[k]
 
 
 _REGION_KEY = attrgetter("address_bytes", "offset", "pattern", "dtype_bytes", "partition_start",
@@ -165,10 +162,9 @@ class HazardTracker:
             writes, reads = tracks.get(region.buffer) or self._track(region.buffer)
             shapes.append(shape)
             found.append((writes, reads, box, False))
-            items = writes.items
-            if items:
-                if len(items) == 1:
-                    item = items[0]
+            if writes:
+                if len(writes) == 1:
+                    item = writes[0]
                     if item[2] > ready_s and overlaps(item[1], box):
                         ready_s, blocker = item[2], item[3]
                 else:
@@ -178,9 +174,9 @@ class HazardTracker:
             writes, reads = tracks.get(region.buffer) or self._track(region.buffer)
             shapes.append(shape)
             found.append((writes, reads, box, True))
-            if writes.items:
+            if writes:
                 ready_s, blocker = writes.latest(box, ready_s, blocker)
-            if reads.items:
+            if reads:
                 ready_s, blocker = reads.latest(box, ready_s, blocker)
         return tuple(shapes), found, ready_s, blocker
 
@@ -199,26 +195,31 @@ class HazardTracker:
     @staticmethod
     def record(accesses: list[tuple], end_s: float, index: int) -> None:
         """Remember that instruction `index`, ending at `end_s`, made these accesses."""
+        # `add`'s common cases written out (the first use of a box, a box read again): this
+        # runs for every operand.
         for writes, reads, box, writing in accesses:
             if not writing:
-                items = reads.items
-                if reads.exact is None and len(items) < 2:  # `add`'s unindexed cases, written out
-                    if not items:
-                        items.append([box[0], box, end_s, index])
+                exact = reads.exact
+                if exact is None:  # unindexed: at most one entry
+                    if not reads:
+                        reads.append([box[0], box, end_s, index])
                         continue
-                    item = items[0]
-                    if item[1] == box:
-                        if end_s > item[2]:
-                            item[2], item[3] = end_s, index
-                        continue
-                reads.add(box, end_s, index, True)
+                    item = reads[0] if reads[0][1] == box else None
+                else:
+                    item = exact.get(box)
+                if item is None:
+                    reads.add(box, end_s, index, True)
+                elif end_s > item[2]:  # a box read before: keep the later end
+                    item[2], item[3] = end_s, index
                 continue
-            if reads.items:
+            if reads:
                 reads.drop_covered(box)
-            items = writes.items
-            if len(items) == 1 and items[0][1] == box:  # the same tile again (accumulation)
-                items[0][2], items[0][3] = end_s, index
-                continue
-            if items:
+            if writes:
+                if len(writes) == 1 and writes[0][1] == box:  # the same tile again (accumulation)
+                    writes[0][2], writes[0][3] = end_s, index
+                    continue
                 writes.drop_covered(box)
+            elif writes.exact is None:  # the allocation's first write
+                writes.append([box[0], box, end_s, index])
+                continue
             writes.add(box, end_s, index, False)

@@ -176,7 +176,7 @@ def _is_partition_broadcast(ins: Instruction, accesses: list[tuple]) -> bool:
     a partition-broadcast view (`nl.broadcast_to` of a [1, F] tile), which the compiler runs on
     the Tensor Engine rather than as a VectorE copy. The hazard lists already hold the writes."""
     writes, _reads, box, _writing = accesses[0]
-    return bool(writes.items) and box[3] > max(item[1][3] for item in writes.items)
+    return bool(writes) and box[3] > max(item[1][3] for item in writes)
 
 
 def schedule(trace: Trace, target: str | CoreSpec | None = None, *,
@@ -189,7 +189,7 @@ def schedule(trace: Trace, target: str | CoreSpec | None = None, *,
     data is ready). As for ranks (`system.timeline`), the trace is scheduled again with the later
     starts held until no start moves (each pass only delays, so it ends)."""
     hold = dict(not_before or {})
-    meetings = _meetings(trace) if trace.cores > 1 else []
+    meetings = core_meetings(trace) if trace.cores > 1 else []
     # The loop makes many small lists and tuples and no reference cycles; the cyclic collector
     # would rescan them again and again (it doubled the time on 100k-instruction traces).
     with current_runtime().gc_paused():
@@ -204,7 +204,7 @@ def schedule(trace: Trace, target: str | CoreSpec | None = None, *,
                 return timeline
 
 
-def _meetings(trace: Trace) -> list[tuple[int, list[int]]]:
+def core_meetings(trace: Trace) -> list[tuple[int, list[int]]]:
     """(instruction, the instructions on other cores it cannot start before): the k-th
     `core_barrier` of each core waits for the k-th of every core; the k-th `sendrecv` a core
     receives from a peer on a pipe waits for the k-th the peer sends to it on that pipe."""
@@ -240,32 +240,35 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
     hazards, lanes = HazardTracker(), _Lanes(core)
     sync_s = {engine: core.costs.static_overhead_cycles / core.engines[engine.value].clock_hz
               for engine in Engine if engine.value in core.engines}
-    dma, free, last = Engine.DMA, lanes.free_s, lanes.last
+    free, last = lanes.free_s, lanes.last
     engine_lanes: dict[tuple[Engine, int], int] = {}
     operands, record = hazards.operands, hazards.record
-    copy, tensor_tensor, barrier = Opcode.TENSOR_COPY, Opcode.TENSOR_TENSOR, Opcode.CORE_BARRIER
+    # Enum members bound once: reading one from its class costs as much as a dict lookup.
+    dma, tensor = Engine.DMA, Engine.TENSOR
+    copy, tensor_tensor, barrier, collective = (Opcode.TENSOR_COPY, Opcode.TENSOR_TENSOR,
+                                                Opcode.CORE_BARRIER, Opcode.COLLECTIVE)
     broadcasts: set[int] = set()  # allocations a TensorE partition broadcast left in PSUM
     fences: dict[int, tuple[float, int]] = {}  # core -> (end, index) of its latest core_barrier
     reuse = ResultReuse() if trace.compiler == NEURONX_CC else None
     for index, ins in enumerate(trace):
+        opcode, engine, params = ins.opcode, ins.engine, ins.params
         on = ins.core % physical
         shapes, accesses, ready, blocker = operands(ins)
-        kind = (ins.opcode, ins.engine, shapes)
+        kind = (opcode, engine, shapes)
         try:
-            params, latency, seconds = costs[kind]
-            if params != ins.params:
-                params, latency, seconds = costs.lookup(ins, kind)
+            costed, latency, seconds = costs[kind]
+            if costed != params:
+                costed, latency, seconds = costs.lookup(ins, kind)
         except (KeyError, ValueError):  # a new kind, or parameters (arrays) that cannot compare
-            params, latency, seconds = costs.lookup(ins, kind)
+            costed, latency, seconds = costs.lookup(ins, kind)
         data_ready = ready
         ready += latency  # a DMA's descriptor and semaphore, an engine's access: data moves after them
-        engine = ins.engine
-        if ins.opcode is copy and _is_partition_broadcast(ins, accesses):
-            engine, seconds = Engine.TENSOR, broadcast_seconds(ins, core)
+        if opcode is copy and _is_partition_broadcast(ins, accesses):
+            engine, seconds = tensor, broadcast_seconds(ins, core)
             if fits_psum_bank(ins.outputs[0], core):  # else it is too wide for a PSUM tile: SBUF
                 broadcasts.add(ins.outputs[0].buffer)
         elif broadcasts:
-            if ins.opcode is tensor_tensor and any(r.buffer in broadcasts for r in ins.inputs):
+            if opcode is tensor_tensor and any(r.buffer in broadcasts for r in ins.inputs):
                 seconds = psum_operand_seconds(ins, core)
             broadcasts.difference_update(r.buffer for r in ins.outputs)
         if reuse is not None:
@@ -277,9 +280,9 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
                 record(accesses, end, index)
                 continue
         if engine is dma:  # a collective runs on the collective cores' stream, beside the queues
-            if ins.opcode is Opcode.COLLECTIVE:
+            if opcode is collective:
                 lane = lanes.lane(dma, on, "_cc")
-            elif ins.params.get("spill"):
+            elif params.get("spill"):
                 # The compiler's spill queue, served by every DMA engine of the core (the
                 # published mamba_v2 profile at seq 8192 reloads a spilled 4 MiB tile in about
                 # 17 us, the core's whole rate: aws-neuron-sdk nki/img/mamba_v2_8K_seqlen_zoomed.png,
@@ -299,21 +302,21 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
             # (its operands' access overlaps the matmul ahead).
             if engine is dma or blocker < 0:
                 start = ready
-            elif ins.opcode in MATMUL and trace[blocker].opcode in MATMUL:
+            elif opcode in MATMUL and trace[blocker].opcode in MATMUL:
                 start = max(start, data_ready)
             else:
                 start = ready + sync_s.get(engine, 0.0)
             waited_on[index] = blocker
         else:
             waited_on[index] = last[lane]
-        if ins.opcode is barrier:  # a fence: it waits for its core's work, and later work for it
+        if opcode is barrier:  # a fence: it waits for its core's work, and later work for it
             start = max(start, *(free[k] for k, (_engine, at) in enumerate(lanes.engines) if at == on))
         elif fences and on in fences and fences[on][0] > start:
             (start, waited_on[index]) = fences[on]
         if not_before and not_before.get(index, 0.0) > start:  # the other ranks come later
             start = not_before[index]
         end = start + seconds
-        if ins.opcode is barrier:
+        if opcode is barrier:
             fences[on] = (end, index)
         free[lane], last[lane] = end, index
         lane_of[index], start_s[index], end_s[index] = lane, start, end
