@@ -35,11 +35,12 @@ def _family(name: str, ops: str) -> None:
         FAMILIES[op] = name
 
 
-_family("matmul", "mm addmm bmm baddbmm addbmm addmv mv dot vdot outer _addmm_activation")
+_family("matmul", "mm addmm bmm baddbmm addbmm addmv mv dot vdot outer _addmm_activation _grouped_mm")
 _family("conv", "convolution convolution_backward _convolution")
 _family("norm", """native_layer_norm native_layer_norm_backward native_batch_norm native_batch_norm_backward
     _native_batch_norm_legit _native_batch_norm_legit_no_training _native_batch_norm_legit_functional
-    native_group_norm native_group_norm_backward _fused_rms_norm _fused_rms_norm_backward""")
+    native_group_norm native_group_norm_backward _fused_rms_norm _fused_rms_norm_backward
+    _weight_norm_interface _weight_norm_interface_backward""")
 
 CUDA_ONLY = frozenset("""batch_norm_stats batch_norm_elemt batch_norm_backward_reduce
     batch_norm_backward_elemt batch_norm_gather_stats batch_norm_gather_stats_with_counts""".split())
@@ -59,7 +60,7 @@ _family("activation", """relu relu_ gelu gelu_backward silu silu_ silu_backward 
 _family("loss", """mse_loss mse_loss_backward nll_loss_forward nll_loss_backward nll_loss2d_forward
     nll_loss2d_backward binary_cross_entropy binary_cross_entropy_backward
     binary_cross_entropy_with_logits smooth_l1_loss smooth_l1_loss_backward huber_loss
-    huber_loss_backward""")
+    huber_loss_backward _ctc_loss _ctc_loss_backward""")
 _family("reduction", """sum mean amax amin max min argmax argmin prod var var_mean std std_mean norm
     linalg_vector_norm logsumexp cumsum cumsum_ cumprod any all count_nonzero _cdist_forward
     equal allclose isclose _unique2 unique_consecutive unique_dim bincount histc searchsorted bucketize""")
@@ -72,7 +73,7 @@ _family("indexing", """index index_put index_put_ _index_put_impl_ index_select 
     max_pool2d_with_indices_backward avg_pool2d avg_pool2d_backward _adaptive_avg_pool2d
     _adaptive_avg_pool2d_backward upsample_nearest2d upsample_bilinear2d
     upsample_nearest2d_backward upsample_bilinear2d_backward _pack_padded_sequence
-    _pack_padded_sequence_backward""")
+    _pack_padded_sequence_backward im2col col2im""")
 _family("view", """view _unsafe_view reshape t transpose permute expand unsqueeze squeeze slice select
     split split_with_sizes unbind narrow as_strided alias detach clone contiguous _reshape_alias
     unsqueeze_ squeeze_ t_ transpose_ as_strided_ swapdims_ detach_
@@ -277,6 +278,11 @@ def _finish(func, args, kwargs, uargs, out):
         device = placement(device)
     if _is_mutable(func):
         return _rewrap(out, _owners(args, kwargs))
+    if func.is_view and torch.is_inference_mode_enabled() and not args[0].is_inference():
+        # A view of a normal tensor is a normal tensor, as on CPU: PyTorch then shares the base's
+        # version counter with it, which a wrapper made in inference mode refuses (it raised).
+        with torch.inference_mode(False):
+            return wrap(out, device or device_of(args))
     return wrap(out, device or device_of(args))
 
 
