@@ -22,6 +22,7 @@ from trnsim.errors import (
     ShapeError,
     UnsupportedError,
 )
+from trnsim.nki import races
 
 X = np.zeros((128, 64), np.float32)
 SPEC = nki.TensorSpec((128, 64), "float32")
@@ -299,6 +300,64 @@ def test_accesses_ordered_by_a_meeting_or_disjoint_do_not_race(how):
     """Both cores also read all of the same input `a`."""
     assert race_warnings(_ordered(how)) == []
 
+
+
+@nki.jit
+def read_then_update_both(a):
+    """Code both cores run whole: the same write, a barrier, then read it and write it back."""
+    result = to_hbm(on_chip(a))
+    nisa.core_barrier(cores=(0, 1))
+    tile = nl.ndarray(result.shape, dtype=result.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=tile, src=result)  # read
+    nisa.dma_copy(dst=result, src=tile)  # write back
+    return result
+
+
+def test_a_read_before_its_own_copy_of_a_twin_write_races_with_the_other_copy():
+    """Both cores write `result` from one line (twins, taken to write the same values), but core 1
+    may read it before core 0's write-back lands, which its own write-back does not cover."""
+    read = line_of(read_then_update_both, "# read")
+    messages = race_warnings(read_then_update_both)
+    assert [m.split(" in ")[0] for m in messages] == [f"test_nki_lnc.py:{read}"]
+    assert "core 1 reads" in messages[0]
+
+
+@nki.jit
+def transposed_halves(a):
+    """Each core writes its own half of the columns through a transposed view."""
+    me = nl.program_id(0)
+    result = nl.ndarray((64, 128), dtype=a.dtype, buffer=nl.shared_hbm)
+    tile = on_chip(a[:, 0:64])
+    nisa.dma_copy(dst=result[me * 32:(me + 1) * 32, :].permute((1, 0)), src=tile[:, me * 32:(me + 1) * 32])
+    return result
+
+
+def test_transposed_accesses_are_compared_byte_by_byte_and_cheaply():
+    assert race_warnings(transposed_halves) == []
+    trace = nki.trace(transposed_halves[2], SPEC, target="trn2")
+    runs = races._runs(trace[-1].outputs[0])
+    assert len(runs) == 1  # one contiguous range, not one per element
+
+
+@nki.jit
+def scatter_and_write(a, rows):
+    """Core 0 scatters to the rows `rows` holds (64..127), core 1 writes rows 0..63: disjoint, though
+    the trace holds the scatter's base rows 0..63 (an indirect DMA's rows are values)."""
+    me = nl.program_id(0)
+    result = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.shared_hbm)
+    tile = on_chip(a[0:64, :])
+    if me == 0:
+        nisa.dma_copy(dst=result.vector_select(0, on_chip(rows)), src=tile)
+    else:
+        nisa.dma_copy(dst=result[0:64, :], src=tile)
+    return result
+
+
+def test_an_indirect_dma_is_left_out_of_the_race_check():
+    rows = np.arange(64, 128, dtype=np.int32).reshape(64, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KernelWarning)
+        nki.simulate(scatter_and_write[2], target="trn2")(X, rows)
 
 def test_without_the_meeting_the_same_accesses_race():
     """The ordered kernel minus its barrier: so the tests above can see a race."""

@@ -41,7 +41,7 @@ class _Access(NamedTuple):
     core: int
     name: str
     where: SourceLoc | None
-    twin: bool = False  # a write the other core makes too, from the same line to the same bytes
+    twin: tuple | None = None  # a write the other core makes too, from the same line to the same bytes
 
 
 def warn(trace: Trace) -> None:
@@ -73,12 +73,14 @@ def _races(trace: Trace) -> dict[tuple, tuple[_Access, _Access]]:
     is at the read of a write and a read, else at the higher core's write; of several pairs, the
     first in program order, so that the thread interleaving of the trace never changes it."""
     found: dict[tuple, tuple[_Access, _Access]] = {}
-    for by_core in _accesses(trace).values():
+    for by_core, own_twins in _accesses(trace).values():
         for group, window in _concurrent(*by_core):
             lines = _by_line(window)
-            for b, b_runs in _by_line(group).values():
-                for a, a_runs in lines.values():
-                    if (a.write or b.write) and not _alike(a, b) and _meet(a_runs, b_runs):
+            for theirs in _by_line(group):
+                for mine in lines:
+                    a, b = mine.first, theirs.first
+                    if (a.write or b.write) and not _alike(mine, theirs, own_twins) \
+                            and _meet(mine.runs, theirs.runs):
                         race = (a, b) if b.write and not a.write else (b, a)
                         key = tuple(sorted((_line(a), _line(b))))
                         if key not in found or _rank(race) < _rank(found[key]):
@@ -86,13 +88,17 @@ def _races(trace: Trace) -> dict[tuple, tuple[_Access, _Access]]:
     return found
 
 
-def _alike(a: _Access, b: _Access) -> bool:
+def _alike(x: _Group, y: _Group, own_twins: list[dict]) -> bool:
     """Twin writes are code both cores run whole (as nki-library's norm, QKV and MoE kernels do
     below their sharding thresholds): taken to write the same values, they race neither with
-    each other nor with reads. (Telling them from two different values would take the values.)"""
-    if a.twin and b.twin:
-        return _line(a) == _line(b)
-    return (a.twin and not b.write) or (b.twin and not a.write)
+    each other nor with a read its core makes after its own copy of each of those writes (then
+    either copy gives the reader the same values). (Telling values apart would take the values.)"""
+    if x.twins and y.twins:
+        return _line(x.first) == _line(y.first)
+    read, twins = (x, y) if y.twins else (y, x)
+    first_read = read.first
+    return bool(twins.twins) and not first_read.write and all(
+        own_twins[first_read.core].get(key, first_read.position) < first_read.position for key in twins.twins)
 
 
 def _rank(race: tuple[_Access, _Access]) -> tuple:
@@ -100,13 +106,16 @@ def _rank(race: tuple[_Access, _Access]) -> tuple:
     return later.write, -later.core, later.position, earlier.position, later.name
 
 
-def _accesses(trace: Trace) -> dict[int, list[list[_Access]]]:
-    """Per HBM allocation that both cores touch and one writes: each core's accesses, in order.
-    (A program's private HBM tensor is touched by its core alone.)"""
+def _accesses(trace: Trace) -> dict[int, tuple[list[list[_Access]], list[dict]]]:
+    """Per HBM allocation that both cores touch and one writes: each core's accesses, in order, and
+    where each core first makes each of its twin writes. (A program's private HBM tensor is touched
+    by its core alone. An indirect DMA's rows come from values the trace does not hold: left out.)"""
     positions, clocks = _clocks(trace)
     found: dict[int, list[list[tuple]]] = {}
     for index, ins in enumerate(trace):
-        for write, regions in ((False, ins.inputs), (True, ins.outputs)):
+        indirect = ins.params.get("indirect")
+        for write, regions in ((False, () if indirect == "src" else ins.inputs),
+                               (True, () if indirect == "dst" else ins.outputs)):
             for region in regions:
                 if region.memory is Memory.HBM:
                     by_core = found.setdefault(region.buffer, [[] for _ in range(trace.cores)])
@@ -118,12 +127,19 @@ def _accesses(trace: Trace) -> dict[int, list[list[_Access]]]:
             if all(by_core) and any(write for accesses in by_core for _, write, _ in accesses)}
 
 
-def _twins(by_core: list[list[_Access]]) -> list[list[_Access]]:
-    """The accesses with each write that both cores make (same line, same bytes) marked a twin."""
+def _twins(by_core: list[list[_Access]]) -> tuple[list[list[_Access]], list[dict]]:
+    """The accesses with each write that both cores make (same line, same bytes) marked with that
+    key, and per core the position of its first such write of each key."""
     keys = [{(_line(a), a.runs.tobytes()) for a in accesses if a.write} for accesses in by_core]
     both = keys[0] & keys[1]
-    return [[a._replace(twin=True) if a.write and (_line(a), a.runs.tobytes()) in both else a
-             for a in accesses] for accesses in by_core]
+    marked = [[a._replace(twin=key) if a.write and (key := (_line(a), a.runs.tobytes())) in both else a
+               for a in accesses] for accesses in by_core]
+    firsts = [{} for _ in marked]
+    for accesses, first in zip(marked, firsts, strict=True):
+        for a in accesses:
+            if a.twin is not None:
+                first.setdefault(a.twin, a.position)
+    return marked, firsts
 
 
 MAX_RUNS = 1 << 16
@@ -133,14 +149,20 @@ MAX_RUNS = 1 << 16
 def _runs(region: Region) -> np.ndarray:
     """The contiguous byte ranges an HBM operand touches: exact, so that accesses that interleave
     (every other column, a column block of each row) are not taken for overlapping."""
-    dims = [(stride, count) for stride, count in region.pattern if count > 1]
+    offset, dims = region.offset, []
+    for stride, count in region.pattern:  # the same set of elements in any dim order, strides > 0
+        if count > 1:
+            if stride < 0:
+                offset, stride = offset + stride * (count - 1), -stride
+            dims.append((stride, count))
+    dims.sort(reverse=True)  # a transposed or permuted view: its contiguous runs merge again
     length = 1  # elements in one contiguous run: the inner dims that follow on from each other
     while dims and dims[-1][0] == length:
         length *= dims.pop()[1]
     if math.prod(count for _, count in dims) > MAX_RUNS:
         low, high = region.byte_span()
         return np.array([[low, high + 1]], np.int64)
-    starts = np.full(1, region.offset, np.int64)
+    starts = np.full(1, offset, np.int64)
     for stride, count in dims:
         starts = np.add.outer(starts, stride * np.arange(count, dtype=np.int64)).ravel()
     starts, size = np.sort(starts), region.dtype_bytes
@@ -148,13 +170,21 @@ def _runs(region: Region) -> np.ndarray:
     return region.address_bytes + runs.astype(np.int64)
 
 
-def _by_line(accesses: list[_Access]) -> dict[tuple, tuple[_Access, np.ndarray]]:
-    """Per (line, write, twin): its first access and the union of the runs its accesses touch."""
+class _Group(NamedTuple):
+    """One line's reads, or its writes, or its twin writes, in one window of program order."""
+
+    first: _Access
+    runs: np.ndarray  # the union of the runs its accesses touch
+    twins: frozenset  # the twin keys of its writes
+
+
+def _by_line(accesses: list[_Access]) -> list[_Group]:
     grouped: dict[tuple, list[_Access]] = {}
     for access in accesses:
-        grouped.setdefault((_line(access), access.write, access.twin), []).append(access)
-    return {key: (group[0], _union(np.concatenate([access.runs for access in group])))
-            for key, group in grouped.items()}
+        grouped.setdefault((_line(access), access.write, access.twin is not None), []).append(access)
+    return [_Group(group[0], _union(np.concatenate([access.runs for access in group])),
+                   frozenset(access.twin for access in group if access.twin is not None))
+            for group in grouped.values()]
 
 
 def _union(runs: np.ndarray) -> np.ndarray:
