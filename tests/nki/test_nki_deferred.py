@@ -20,7 +20,7 @@ import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 from trnsim.core import deferred
-from trnsim.core.isa import Opcode
+from trnsim.core.isa import Memory, Opcode
 from trnsim.errors import HazardError, KernelError, ShapeError
 
 
@@ -73,6 +73,31 @@ def test_a_copy_out_of_psum_runs_once_its_chain_is_done_while_later_chains_multi
     with trnsim.config.override(eager=True):
         assert np.array_equal(result, nki.simulate(blocked_matmul)(lhsT, rhs))
 
+
+
+
+def test_an_instruction_error_wins_over_a_later_chains_gemm_error(monkeypatch):
+    """Row 0's store fails; the GEMMs of row 1's chains, issued after it, fail too (a GEMM fails
+    only by a trnsim bug): the store's error is the one raised, as in issue order."""
+    original_run, original_gemm = deferred.run_instruction, deferred.blas.run_queued
+
+    def failing_gemm(calls):
+        for stationary, *_rest in calls:
+            if np.all(stationary == 7.0):  # row 1's columns of lhsT
+                time.sleep(0.01)
+                raise KernelError("a GEMM of row 1 failed")
+        original_gemm(calls)
+
+    def failing_store(ins, inputs, outputs, state, strict):
+        if ins.opcode is Opcode.DMA_COPY and outputs[0].storage.memory is Memory.HBM:
+            raise KernelError("row 0's store failed")
+        original_run(ins, inputs, outputs, state, strict)
+    monkeypatch.setattr(deferred.blas, "run_queued", failing_gemm)
+    monkeypatch.setattr(deferred, "run_instruction", failing_store)
+    lhsT, rhs = _inputs()
+    lhsT[:, 128:] = 7.0
+    with pytest.raises(KernelError, match="row 0's store failed"):
+        nki.simulate(blocked_matmul)(lhsT, rhs)
 
 
 @nki.jit

@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import contextvars
 import queue
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -165,9 +164,12 @@ class DeferredQueue:
                         continue
                     chains.wait_for(entry)
                 run_instruction(entry.ins, entry.inputs, entry.outputs, self.state, False)
-        finally:
+        except BaseException:  # the kernel's error, not a worker's (a GEMM fails only by a trnsim bug)
             if chains is not None:
-                chains.finish()
+                chains.workers.shutdown()
+            raise
+        if chains is not None:
+            chains.finish()
 
 
 class _Chains:
@@ -211,11 +213,13 @@ class _Chains:
                         lane.put(gemm)
                 if id(entry) in ending:
                     lane.put(ending[id(entry)])
-        finally:
+        except BaseException:  # a matmul's bookkeeping failed: stop the workers
             for lane in lanes:
                 lane.put(None)
-            if sys.exc_info()[0] is not None:  # a matmul's bookkeeping failed: stop the workers
-                self.workers.shutdown()
+            self.workers.shutdown()
+            raise
+        for lane in lanes:
+            lane.put(None)
 
     @classmethod
     def start(cls, entries: list[Queued], state) -> _Chains | None:
