@@ -6,7 +6,8 @@ import pytest
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
-from trnsim.errors import ConfigError
+from trnsim.core.trace import Trace
+from trnsim.errors import ConfigError, KernelWarning
 from trnsim.nki import TensorSpec
 from trnsim.timing.profile import summarize
 from trnsim.timing.schedule import schedule
@@ -119,3 +120,30 @@ def test_work_after_a_barrier_waits_for_it_on_an_engine_first_used_after_it():
         if ins.opcode.value == "reciprocal":
             assert timeline.start_s[i] >= ends[ins.core]
             assert trace[timeline.waited_on[i]].opcode.value == "core_barrier"
+
+
+@nki.jit
+def _update_in_place(a):
+    """Both cores write `out`, meet, then read it and write it back (the second part races, and
+    warns): where the trace happened to interleave the cores once made the schedule loop forever."""
+    out = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    nisa.core_barrier(cores=(0, 1))
+    nisa.dma_copy(dst=out, src=t)
+    nisa.core_barrier(cores=(0, 1))
+    u = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=u, src=out)
+    nisa.dma_copy(dst=out, src=u)
+    return out
+
+
+def test_the_cores_are_ordered_only_where_they_meet_not_by_trace_order():
+    with pytest.warns(KernelWarning, match="race"):
+        trace = nki.trace(_update_in_place[2], TensorSpec((128, 64)), target="trn2")
+    for order in (trace, Trace(trace.target, sorted(trace, key=lambda ins: -ins.core), cores=2)):
+        timeline = schedule(order)  # returned: it used to reschedule forever
+        starts = {}
+        for index, ins in enumerate(order):
+            starts.setdefault(ins.core, []).append(timeline.start_s[index])
+        assert starts[0] == starts[1]  # both cores run the same code, and nothing else orders them

@@ -43,7 +43,8 @@ def test_an_lnc2_launch_is_measured_against_both_cores_peaks():
     flops = 2 * 2 * 200 * 128 * 128 * 512  # both cores run the whole kernel
     two = profile(matmuls[2], *ARGS, targets=["trn2"], model_flops=flops).summary("trn2")
     assert two.flops == 2 * one.flops and 0 < two.hfu <= 1
-    assert one.hfu / 2 < two.hfu <= one.hfu  # the same work per core, in at least the same time
+    # the same work per core, in at least the same time (here the same: nothing orders the cores)
+    assert one.hfu / 2 < two.hfu <= one.hfu * (1 + 1e-9)
     assert two.mfu == pytest.approx(two.hfu)
     assert two.peak_flops_per_s == pytest.approx(2 * hardware.core("trn2").peak_flops["bf16"])
 

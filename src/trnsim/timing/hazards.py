@@ -138,28 +138,34 @@ _REGION_KEY = attrgetter("address_bytes", "offset", "pattern", "dtype_bytes", "p
 
 
 class HazardTracker:
-    """Read-after-write, write-after-read and write-after-write waits over a whole trace."""
+    """Read-after-write, write-after-read and write-after-write waits over a whole trace.
 
-    def __init__(self):
-        self.tracks: dict[int, tuple[_Boxes, _Boxes]] = {}  # allocation -> (writes, reads)
+    Each physical core has its own: the two cores of an LNC=2 launch are ordered only where they
+    meet (a barrier, a sendrecv), never by where their instructions fell in the trace. (Accesses
+    of the two to one HBM tensor with no meeting between are a race, warned after the launch.)"""
+
+    def __init__(self, cores: int = 1):
+        # per physical core: allocation -> (writes, reads)
+        self.tracks: list[dict[int, tuple[_Boxes, _Boxes]]] = [{} for _ in range(cores)]
         self.regions: dict[tuple, tuple[Box, int]] = {}
         self.shapes: dict[tuple, int] = {}
 
-    def operands(self, ins) -> tuple[tuple, list[tuple], float, int]:
+    def operands(self, ins, core: int = 0) -> tuple[tuple, list[tuple], float, int]:
         """The operands' shapes (ids that ignore addresses, for cost caching), accesses, and
-        when every operand is safe to use with the instruction that decided it (-1: none).
+        when every operand is safe to use on physical core `core`, with the instruction that
+        decided it (-1: none).
 
         An access is (writes, reads, box, writing): the two box lists of the operand's
         allocation (allocation ids are unique within a run) and the box it touches. A read waits
         for earlier writes of its bytes; a write for earlier writes and reads.
         """
-        known, tracks = self.regions, self.tracks
+        known, tracks = self.regions, self.tracks[core]
         shapes, found, ready_s, blocker = [len(ins.inputs)], [], 0.0, -1
         # Two plain loops, not one over inputs + outputs, and the one-box case of `latest`
         # written out: this is the scheduler's hot path.
         for region in ins.inputs:
             box, shape = known.get(_REGION_KEY(region)) or self._learn(region)
-            writes, reads = tracks.get(region.buffer) or self._track(region.buffer)
+            writes, reads = tracks.get(region.buffer) or _track(tracks, region.buffer)
             shapes.append(shape)
             found.append((writes, reads, box, False))
             if writes:
@@ -171,7 +177,7 @@ class HazardTracker:
                     ready_s, blocker = writes.latest(box, ready_s, blocker)
         for region in ins.outputs:
             box, shape = known.get(_REGION_KEY(region)) or self._learn(region)
-            writes, reads = tracks.get(region.buffer) or self._track(region.buffer)
+            writes, reads = tracks.get(region.buffer) or _track(tracks, region.buffer)
             shapes.append(shape)
             found.append((writes, reads, box, True))
             if writes:
@@ -188,9 +194,6 @@ class HazardTracker:
             region_box(region), self.shapes.setdefault(shape, len(self.shapes)))
         return info
 
-    def _track(self, buffer: int) -> tuple[_Boxes, _Boxes]:
-        track = self.tracks[buffer] = (_Boxes(), _Boxes())
-        return track
 
     @staticmethod
     def record(accesses: list[tuple], end_s: float, index: int) -> None:
@@ -223,3 +226,8 @@ class HazardTracker:
                 writes.append([box[0], box, end_s, index])
                 continue
             writes.add(box, end_s, index, False)
+
+
+def _track(tracks: dict, buffer: int) -> tuple[_Boxes, _Boxes]:
+    track = tracks[buffer] = (_Boxes(), _Boxes())
+    return track

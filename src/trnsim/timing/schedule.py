@@ -237,7 +237,7 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
     costs = _Costs(core)
     count = len(trace)
     lane_of, start_s, end_s, waited_on = [0] * count, [0.0] * count, [0.0] * count, [-1] * count
-    hazards, lanes = HazardTracker(), _Lanes(core)
+    hazards, lanes = HazardTracker(physical), _Lanes(core)
     sync_s = {engine: core.costs.static_overhead_cycles / core.engines[engine.value].clock_hz
               for engine in Engine if engine.value in core.engines}
     free, last = lanes.free_s, lanes.last
@@ -253,7 +253,7 @@ def _schedule(trace: Trace, target: str | CoreSpec | None, not_before: dict[int,
     for index, ins in enumerate(trace):
         opcode, engine, params = ins.opcode, ins.engine, ins.params
         on = ins.core % physical
-        shapes, accesses, ready, blocker = operands(ins)
+        shapes, accesses, ready, blocker = operands(ins, on)
         kind = (opcode, engine, shapes)
         try:
             costed, latency, seconds = costs[kind]
