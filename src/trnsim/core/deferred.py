@@ -23,8 +23,8 @@ The rules that make reordering safe:
   reads or writes: the segment runs first. So running a segment's matmuls before its other
   instructions (which keep their order) gives the values that issue order gives. Matmuls read
   SBUF and write PSUM only, so the chains of different PSUM tiles never touch each other's data,
-  and another instruction needs only the chains whose PSUM it touches to be done (it runs while
-  later chains still multiply).
+  and another instruction needs only the chains whose PSUM it reads, or whose operands or PSUM it
+  writes, to be done (it runs while later chains still multiply).
 * Only chains whose GEMMs may wait run on workers: one 2-D fp32 PSUM region, so after its first
   matmul every step is a plain sgemm adding into it and nothing reads values a recorded GEMM has
   not made yet (see `_runs_alone`).
@@ -154,8 +154,8 @@ class DeferredQueue:
 
     def _run(self, entries: list[Queued]) -> None:
         """Run a segment: its independent matmul chains (GEMMs on workers), and the rest in issue
-        order, each of those once the chains whose PSUM it touches are done (so the copies out of
-        PSUM run while later chains still multiply)."""
+        order, each of those once the chains it depends on are done (`_Chains.wait_for`: so the
+        copies out of PSUM run while later chains still multiply)."""
         chains = _Chains.start(entries, self.state)
         try:
             for entry in entries:
