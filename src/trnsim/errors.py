@@ -66,11 +66,14 @@ class TrnsimError(Exception):
 
     def locate(self, where: SourceLoc | None, op: str | None = None) -> TrnsimError:
         """Attach the kernel line and the NKI call this error is about, keeping what it names
-        already; an error from an instruction the call issued names both: `nisa.rand2 (nisa.rng)`."""
+        already; an error from an instruction the call issued names both: `nisa.rand2 (nisa.rng)`.
+        (An error of an instruction issued at another line, a deferred one that surfaced in this
+        call, keeps its own.)"""
+        issued_here = self.where is None or where is None or self.where == where
         self.where = self.where or where
         if op and not self.op:
             self.op = op
-        elif op and self.op != op and "(" not in self.op:
+        elif op and issued_here and self.op != op and "(" not in self.op:
             self.op = f"{op} ({self.op})"
         self.args = (self._render(),)
         return self

@@ -34,3 +34,24 @@ def test_a_failure_inside_a_deferred_rule_names_the_instruction_line(monkeypatch
     with pytest.raises(KernelError, match=rf"^test_execute_errors\.py:{line} in kernel: nisa\.reciprocal: "
                                           r"executing this instruction failed inside trnsim \(ValueError"):
         nki.simulate(kernel)(np.ones((2, 2), np.float32))
+
+
+def kernel_storing_psum(a):
+    stationary = nl.ndarray((128, 128), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.memset(dst=stationary, value=1.0)
+    acc = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=acc, stationary=stationary, moving=stationary)  # from here on, instructions queue
+    tile = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.reciprocal(dst=tile, data=acc)
+    out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, acc)  # refused (PSUM source): the queue runs first, and the reciprocal's error comes out
+    return out
+
+
+def test_a_deferred_error_that_surfaces_in_a_later_call_keeps_its_own_instruction(monkeypatch):
+    """Not "nl.store (nisa.reciprocal)": the store did not issue the reciprocal."""
+    monkeypatch.setitem(EXECUTE, Opcode.RECIPROCAL, _broken_rule)
+    line = kernel_storing_psum.__code__.co_firstlineno + 6
+    with pytest.raises(KernelError, match=rf"^test_execute_errors\.py:{line} in kernel_storing_psum: "
+                                          r"nisa\.reciprocal: executing this instruction failed"):
+        nki.simulate(kernel_storing_psum)(np.ones((2, 2), np.float32))
