@@ -100,6 +100,16 @@ def test_an_instruction_error_wins_over_a_later_chains_gemm_error(monkeypatch):
         nki.simulate(blocked_matmul)(lhsT, rhs)
 
 
+def _stored(sums):
+    """[128, 256] PSUM tiles side by side in a new HBM tensor."""
+    out = nl.ndarray((128, 256 * len(sums)), dtype=nl.float32, buffer=nl.shared_hbm)
+    for n, acc in enumerate(sums):
+        tile = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=tile, src=acc)
+        nisa.dma_copy(dst=out[:, n * 256:(n + 1) * 256], src=tile)
+    return out
+
+
 @nki.jit
 def overwrite_after_matmuls(lhsT, rhs):
     """Two output tiles' matmuls read one fp32 tile (their GEMMs read it in place, not a copy);
@@ -110,12 +120,7 @@ def overwrite_after_matmuls(lhsT, rhs):
     for n in range(2):
         nisa.nc_matmul(dst=sums[n], stationary=left, moving=right[:, n * 256:(n + 1) * 256])
     nisa.memset(dst=left, value=0.0)
-    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
-    for n in range(2):
-        tile = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=tile, src=sums[n])
-        nisa.dma_copy(dst=out[:, n * 256:(n + 1) * 256], src=tile)
-    return out
+    return _stored(sums)
 
 
 def test_an_instruction_that_overwrites_a_matmul_operand_waits_for_its_gemms(monkeypatch, on_workers):
@@ -350,7 +355,6 @@ def test_an_error_in_a_handed_off_segment_is_raised_by_the_kernel_call(monkeypat
 def k_outer_pair(lhsT, rhs):
     """Two [128, 256] output tiles whose K loops interleave: k0 n0, k0 n1, k1 n0, ..."""
     k_tiles = lhsT.shape[0] // 128
-    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
     left = nl.ndarray((128, k_tiles, 128), dtype=lhsT.dtype, buffer=nl.sbuf)
     right = nl.ndarray((128, k_tiles, 512), dtype=rhs.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=left, src=lhsT.reshape((k_tiles, 128, 128)).permute((1, 0, 2)))
@@ -359,11 +363,7 @@ def k_outer_pair(lhsT, rhs):
     for k in range(k_tiles):
         for n in range(2):
             nisa.nc_matmul(dst=sums[n], stationary=left[:, k, :], moving=right[:, k, n * 256:(n + 1) * 256])
-    for n in range(2):
-        tile = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=tile, src=sums[n])
-        nisa.dma_copy(dst=out[:, n * 256:(n + 1) * 256], src=tile)
-    return out
+    return _stored(sums)
 
 
 def test_of_errors_in_side_by_side_chains_the_earliest_issued_is_raised(monkeypatch, on_workers):
