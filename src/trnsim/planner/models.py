@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import difflib
 import json
-import tomllib
 from dataclasses import dataclass, fields, replace
 from functools import cache
 from pathlib import Path
 
 from trnsim.errors import ConfigError, SpecError
+from trnsim.hardware.loader import read_toml
 
 PRESETS_FILE = Path(__file__).with_name("data") / "models.toml"
 KINDS = ("decoder", "encoder", "vision")
@@ -123,8 +123,7 @@ def _check(model: Model) -> None:
 
 @cache
 def _presets() -> dict[str, Model]:
-    with PRESETS_FILE.open("rb") as handle:
-        raw = tomllib.load(handle)
+    raw = read_toml(PRESETS_FILE)
     found = {}
     for name, entry in raw.items():
         entry = dict(entry)
