@@ -11,12 +11,17 @@ both run. Prints one JSON object.
   beside it (one NeuronCore; no parallelism).
 * `fast_vs_exact`: relative error of the fast tier against the exact one on shapes whose grids
   the fast tier extrapolates. Goal: every one within 5%.
+* `random_matmuls` (with `--random N`): the same on N random bf16 and fp8 matmul shapes that no
+  setting of the fast tier was chosen on (seeded; each takes seconds to trace exactly): mean and
+  largest error, and how many are over 5%.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
+import statistics
 import time
 
 from trnsim import cost
@@ -89,10 +94,32 @@ def agreement(target: str) -> dict[str, float]:
     return errors
 
 
+def random_matmuls(count: int, target: str, seed: int) -> dict:
+    """Fast-vs-exact errors on `count` random matmuls of 5e9 to 2.5e11 multiply-adds whose grids
+    the fast tier clips: sizes anywhere up to 8200, or whole tiles, and short contractions."""
+    rng, errors = random.Random(seed), {}
+    while len(errors) < count:
+        m = rng.choice([rng.randint(100, 8200), 128 * rng.randint(1, 64)])
+        k = rng.choice([rng.randint(100, 8200), 128 * rng.randint(1, 64), rng.randint(100, 600)])
+        n = rng.choice([rng.randint(100, 8200), 512 * rng.randint(1, 16)])
+        dtype = rng.choice(["bfloat16", "float8_e4m3"])
+        if not 5e9 <= m * k * n <= 2.5e11:
+            continue
+        fast = cost.matmul(m, k, n, dtype=dtype, target=target).seconds
+        exact = cost.matmul(m, k, n, dtype=dtype, target=target, tier="exact").seconds
+        errors[f"{dtype}{[m, k, n]}"] = round(fast / exact - 1, 4)
+    sizes = [abs(e) for e in errors.values()]
+    return {"seed": seed, "mean_abs": round(statistics.mean(sizes), 4), "max_abs": max(sizes),
+            "over_5_percent": {shape: e for shape, e in errors.items() if abs(e) > 0.05}, "errors": errors}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="trn2")
     parser.add_argument("--skip-exact", action="store_true", help="skip the fast-vs-exact agreement")
+    parser.add_argument("--random", type=int, default=0, metavar="N",
+                        help="also check N random matmul shapes against the exact tier (minutes)")
+    parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
     current_runtime().reset()
     cold = _seconds(lambda: cost.matmul(8192, 8192, 28672, target=args.target))
@@ -110,6 +137,8 @@ def main() -> None:
         errors = agreement(args.target)
         result["fast_vs_exact"] = {"errors": errors, "max_abs": max(abs(e) for e in errors.values()),
                                    "goal": 0.05}
+    if args.random:
+        result["random_matmuls"] = random_matmuls(args.random, args.target, args.seed)
     print(json.dumps(result, indent=2))
 
 

@@ -5,10 +5,12 @@ A `Blocked` op names a kernel in `trnsim.cost.kernels`, the tile size along each
 loops over, and how to build the kernel's arguments from the dimension sizes. The fast tier rests
 on two facts of the scheduler: the busy time of each engine is a sum over tiles, so it is exactly
 multilinear in the number of full tiles per dimension (read off traces with 1 and 2 tiles), and
-once the grid is a few tiles wide the pipeline is in its steady state, so a larger grid adds to
-the latency what it adds to the busiest engine. The fast latency is the latency of a grid clipped
-to `CLIP_TILES` tiles plus the extra busy time of the engine that bounds it, at least the full
-grid's busiest engine plus the clipped grid's fill and drain (`fast`).
+once the grid is a few tiles wide the pipeline is in its steady state. When a kernel's tiles are
+independent (a matmul's output tiles, an elementwise pass), its busiest engine then never waits,
+and the full grid's latency is that engine's busy time plus the fill and drain of one clipped
+grid. When each tile's work waits on its own earlier results (a row's reduce before its rescale,
+attention's softmax between its two matmuls), the busiest engine keeps waiting, and a second,
+smaller grid gives how much latency each of its busy seconds adds (`fast`).
 """
 
 from __future__ import annotations
@@ -27,10 +29,13 @@ from trnsim.nki import trace
 from trnsim.timing import schedule
 from trnsim.timing.costs import core_spec
 
-CLIP_TILES = 512
-"""Tiles in the grid the fast tier traces (axes that may not be clipped count in full): enough for
-the pipeline to reach its steady state, so that the fast tier agrees with the exact one within 5%
-on tests/cost's grid; few enough to trace in ~0.1-0.2 s once per distinct clipped grid."""
+CLIP_TILES = 256
+"""Tiles in the grid the fast tier traces for a kernel of independent tiles (axes that may not be
+clipped count in full): enough for the pipeline to reach its steady state, so that the fast tier
+agrees with the exact one within 5% on tests/cost's grid (at 128 an fp8 matmul with a short
+contraction came out 9% short; docs/cost.md)."""
+CHAINED_CLIP_TILES = 512
+"""The same for a kernel whose tiles wait on their own results: its slope needs a longer run."""
 STREAM_CLIP_TILES = 64
 """The same for one-axis grids (elementwise passes, copies): their steady state comes sooner. A
 power of two, as is its half, like the DMA queue count: both grids end on the same queue pattern."""
@@ -46,6 +51,9 @@ class Blocked:
     tiles: tuple[int, ...]
     args: Callable[[tuple[int, ...]], tuple]
     clip_axes: tuple[int, ...] | None = None
+    chained: bool = False
+    """Each tile's later instructions wait on its earlier results, so the busiest engine waits
+    even in the steady state: the fast tier measures a slope (see the module docstring)."""
 
     def clippable(self, axis: int) -> bool:
         return self.clip_axes is None or axis in self.clip_axes
@@ -104,26 +112,21 @@ def _dims_at(counts, tiling, tiles) -> tuple[int, ...]:
 
 def _clipped_counts(op: Blocked, counts: list[int]) -> list[int]:
     """The grid the fast tier traces: the longest clippable axis halved until the grid has at
-    most CLIP_TILES tiles, keeping its proportions; a one-axis grid cut to STREAM_CLIP_TILES."""
+    most CLIP_TILES (CHAINED_CLIP_TILES) tiles, keeping its proportions; a one-axis grid cut to
+    STREAM_CLIP_TILES."""
     if len(counts) == 1 and op.clippable(0):
         return [min(counts[0], STREAM_CLIP_TILES)]
     axes = [axis for axis in range(len(counts)) if op.clippable(axis)]
+    limit = CHAINED_CLIP_TILES if op.chained else CLIP_TILES
     clipped = list(counts)
-    # Never below two tiles: the second grid halves an axis again, and the slope needs both.
-    while math.prod(clipped) > CLIP_TILES and any(clipped[axis] > 2 for axis in axes):
-        longest = max(axes, key=lambda axis: clipped[axis])
-        clipped[longest] = max(2, clipped[longest] // 2)
+    # Never below two tiles: a chained kernel's second grid halves an axis again.
+    while math.prod(clipped) > limit and any(clipped[axis] > 2 for axis in axes):
+        if op.chained:  # the outermost axis first: an inner one's tiles make one chain
+            axis = next(axis for axis in axes if clipped[axis] > 2)
+        else:
+            axis = max(axes, key=lambda axis: clipped[axis])
+        clipped[axis] = max(2, clipped[axis] // 2)
     return clipped
-
-
-def _halved(op: Blocked, clipped: list[int], counts: list[int]) -> list[int]:
-    """The clipped grid with the axis clipped most (then the longest) halved: the second grid, for
-    the slope, measured along the way the full grid extends (along a matmul's contraction instead,
-    each output tile's chain shortens and the slope comes out steep: docs/timing.md). That axis was
-    clipped, so it holds at least two tiles (`_clipped_counts`)."""
-    axes = [axis for axis in range(len(clipped)) if op.clippable(axis)]
-    axis = max(axes, key=lambda a: (counts[a] / clipped[a], clipped[a]))
-    return [n // 2 if a == axis else n for a, n in enumerate(clipped)]
 
 
 def _busy_at(op: Blocked, counts: list[int], tiling, target: str, lnc: int) -> dict[str, float]:
@@ -142,37 +145,43 @@ def _busy_at(op: Blocked, counts: list[int], tiling, target: str, lnc: int) -> d
     return busy
 
 
+def _halved(op: Blocked, clipped: list[int], counts: list[int]) -> list[int]:
+    """The clipped grid with the axis clipped most (then the longest) halved: the second grid, for
+    the slope, measured along the way the full grid extends (along a matmul's contraction instead,
+    each output tile's chain shortens and the slope comes out steep: docs/timing.md). That axis was
+    clipped, so it holds at least two tiles (`_clipped_counts`)."""
+    axes = [axis for axis in range(len(clipped)) if op.clippable(axis)]
+    axis = max(axes, key=lambda a: (counts[a] / clipped[a], clipped[a]))
+    return [n // 2 if a == axis else n for a, n in enumerate(clipped)]
+
+
 @functools.lru_cache(maxsize=65536)
 def fast(op: Blocked, dims: tuple[int, ...], target: str, lnc: int = 1) -> Timed:
-    """The latency of the full grid, extrapolated from two clipped grids of the same tiles.
+    """The latency of the full grid, from its engines' busy times and one or two clipped grids.
 
-    The larger clipped grid gives the latency, and both give how much latency each second of its
-    bounding engine's busy time adds (1 when that engine never waits; more when dependencies leave
-    it gaps). The full grid may be bound by another engine (an fp8 matmul's clipped grid reloads
-    its moving tiles more often, so DMA bounds it while TensorE bounds the full grid): so the
-    latency is at least every engine's full busy time plus the clipped grid's fill and drain."""
+    Every kernel: the full grid's busiest engine, plus the clipped grid's fill and drain (its
+    latency less its own busiest engine's busy time; the two grids' busiest engines may differ:
+    an fp8 matmul's clipped grid reloads its moving tiles more often, so DMA bounds it while
+    TensorE bounds the full grid). A chained kernel: at least the clipped grid's latency plus its
+    bounding engine's extra busy time in the full grid, times the latency each busy second of it
+    added between a grid of half the size and the clipped one."""
     core_spec(target)  # an unknown or untimed target fails here, with the catalog's error
     tiling = _tiling(dims, op.tiles)
     counts = [n for n, _last in tiling]
-    large = _clipped_counts(op, counts)
-    if large == counts:  # small enough to trace, or nothing may be clipped
+    clipped = _clipped_counts(op, counts)
+    if clipped == counts:  # small enough to trace, or nothing may be clipped
         return exact(op, dims, target, lnc)
     busy = _busy_at(op, counts, tiling, target, lnc)
-    large_s, large_busy = _seconds_and_busy(op, large, tiling, target, lnc)
-    bound = max(large_busy, key=large_busy.get)
-    small_s, small_busy = _seconds_and_busy(op, _halved(op, large, counts), tiling, target, lnc)
-    slope = 1.0  # the bounding engine did no more work in the larger grid: each busy second adds one
-    if large_busy[bound] > small_busy[bound]:
-        slope = (large_s - small_s) / (large_busy[bound] - small_busy[bound])
-    extrapolated = large_s + max(slope, 0.0) * (busy[bound] - large_busy[bound])
-    fill_and_drain = large_s - large_busy[bound]
-    return Timed(max(extrapolated, max(busy.values()) + fill_and_drain), busy, lnc)
-
-
-def _seconds_and_busy(op: Blocked, counts: list[int], tiling, target: str, lnc: int):
-    """Latency of the grid with `counts` tiles, and each engine's busy time in it."""
-    return (exact(op, _dims_at(counts, tiling, op.tiles), target, lnc).seconds,
-            _busy_at(op, counts, tiling, target, lnc))
+    large = exact(op, _dims_at(clipped, tiling, op.tiles), target, lnc)
+    seconds = max(busy.values()) + large.seconds - max(large.busy.values())
+    if op.chained:
+        small = exact(op, _dims_at(_halved(op, clipped, counts), tiling, op.tiles), target, lnc)
+        bound = large.bound
+        slope = 1.0  # the bounding engine did no more work in the larger grid: each busy second adds one
+        if large.busy[bound] > small.busy[bound]:
+            slope = (large.seconds - small.seconds) / (large.busy[bound] - small.busy[bound])
+        seconds = max(seconds, large.seconds + max(slope, 0.0) * (busy[bound] - large.busy[bound]))
+    return Timed(seconds, busy, lnc)
 
 
 current_runtime().on_reset(exact.cache_clear)  # the caches are the runtime's: reset empties them

@@ -88,13 +88,15 @@ def _attention_op(dtype: str, depth: int, causal: bool) -> Blocked:
         groups, q_len, kv_len = dims
         return (TensorSpec((groups, depth, q_len), dtype), TensorSpec((groups, depth, kv_len), dtype),
                 TensorSpec((groups, kv_len, depth), dtype), causal)
-    return Blocked("attention", (1, 128, ATTENTION_KEYS), args, clip_axes=(0,) if causal else None)
+    return Blocked("attention", (1, 128, ATTENTION_KEYS), args, clip_axes=(0,) if causal else None,
+                   chained=True)
 
 
 @functools.cache
 def _rows_op(dtype: str, write_rows: bool) -> Blocked:
     """Row-wise reduce (and rescale, with `write_rows`) of x[rows, cols], 128 rows per tile."""
-    return Blocked("rows", (128, STREAM_FREE), lambda dims: (TensorSpec(dims, dtype), write_rows))
+    return Blocked("rows", (128, STREAM_FREE), lambda dims: (TensorSpec(dims, dtype), write_rows),
+                   chained=True)
 
 
 @functools.cache
