@@ -12,10 +12,10 @@ from pathlib import Path
 
 DATA = Path(__file__).with_name("data")
 
-TRAIN_TIME_FACTOR = {"NeuronCore-v2": 0.7218}
+TRAIN_TIME_FACTOR = {"NeuronCore-v2": 0.7498}
 """Whole-step op time / the sum of the cost library's per-op times (compiler scheduling, fusion,
 host gaps), by NeuronCore generation."""
-PREFILL_TIME_FACTOR = {"NeuronCore-v2": 0.6074, "NeuronCore-v3": 2.1959}
+PREFILL_TIME_FACTOR = {"NeuronCore-v2": 0.6132, "NeuronCore-v3": 2.1959}
 """The same for a prefill pass (one prompt through every layer)."""
 DECODE_TIME_FACTOR = {"NeuronCore-v2": 0.4021}
 """The same for a decode step's ops (compiled batch, one token each: weight- and KV-read bound);
