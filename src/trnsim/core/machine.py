@@ -75,12 +75,21 @@ class EngineState:
     seed: int = 0
     accumulators: dict = field(default_factory=dict)
     registers: dict = field(default_factory=dict)
-    rng: np.random.Generator = field(init=False)
     rng_words: dict = field(default_factory=dict)  # engine -> [partitions, words] PRNG state words
     rng_snapshot: tuple | None = None  # (engine, generator state) when those words seeded the generator
+    _rng: np.random.Generator | None = field(default=None, init=False, repr=False)
 
-    def __post_init__(self):
-        self.rng = np.random.default_rng(self.seed)
+    @property
+    def rng(self) -> np.random.Generator:
+        """The engines' random generator, made on first use: a trace-only run never draws, and the
+        first generator of a process imports numpy.random (20 ms)."""
+        if self._rng is None:
+            self._rng = np.random.default_rng(self.seed)
+        return self._rng
+
+    @rng.setter
+    def rng(self, generator: np.random.Generator) -> None:
+        self._rng = generator
 
 
 class Launch:
