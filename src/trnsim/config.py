@@ -6,6 +6,7 @@
 Environment: TRNSIM_TARGET (default generation, e.g. "trn2"), TRNSIM_STRICT (1 = raise on reading
 uninitialised memory), TRNSIM_DEBUG (1 = keep full tracebacks in the CLI), TRNSIM_EAGER (1 = execute
 each kernel instruction when it is issued instead of deferring matmul segments; strict implies it).
+XDG_CACHE_HOME places the cache directory (`cache_directory`).
 NKI's own NEURON_PLATFORM_TARGET_OVERRIDE is read by trnsim.nki, and
 NEURON_RT_STOCHASTIC_ROUNDING_EN / NEURON_RT_STOCHASTIC_ROUNDING_SEED by trnsim.numerics, where
 those meanings live.
@@ -17,6 +18,7 @@ import contextlib
 import contextvars
 import os
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
 
 from trnsim.errors import ConfigError
 
@@ -68,3 +70,10 @@ def override(**changes):
         yield current()
     finally:
         _overrides.reset(token)
+
+
+def cache_directory() -> Path:
+    """Where trnsim keeps what it can rebuild (the built hardware catalog, the planner's op costs):
+    $XDG_CACHE_HOME/trnsim, else ~/.cache/trnsim. Every file in it is keyed by a hash of what
+    made it, so deleting the directory is always safe."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trnsim"

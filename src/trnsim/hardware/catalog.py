@@ -15,6 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from trnsim.errors import SpecError
+from trnsim.hardware import snapshot
 from trnsim.hardware.loader import Where, build, load_documents, read_toml
 from trnsim.hardware.specs import (
     ChipSpec,
@@ -153,5 +154,6 @@ def _index(kind: str, raw: dict, file_name: str) -> dict[str, str]:
 
 @functools.cache
 def default_catalog() -> Catalog:
-    """The package's own catalog, loaded on first use and then shared (it is read-only)."""
-    return load_catalog()
+    """The package's own catalog, loaded on first use and then shared (it is read-only); read
+    from its snapshot when the data and code are unchanged (`snapshot`)."""
+    return snapshot.cached(DATA_DIR, load_catalog)

@@ -1,7 +1,7 @@
 """Op costs remembered across runs: trnsim.cost's fast tier takes a fraction of a second per new
 shape, and a plan search asks for the same few hundred shapes every time.
 
-The file lives in the user's cache directory ($XDG_CACHE_HOME or ~/.cache, trnsim/) and is keyed
+The file lives in trnsim's cache directory (`trnsim.config.cache_directory`) and is keyed
 by a hash of the sources that decide a cost (cost/, timing/, the hardware data): any change to
 them starts a fresh cache, so a remembered value is always what the library would answer now.
 """
@@ -15,6 +15,7 @@ from functools import cache
 from pathlib import Path
 
 import trnsim
+from trnsim.config import cache_directory
 
 _INPUTS = ("cost", "timing", "hardware/data", "nki", "core")
 
@@ -32,8 +33,7 @@ def _version() -> str:
 
 
 def _path() -> Path:
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "trnsim" / f"planner-opcosts-{_version()}.json"
+    return cache_directory() / f"planner-opcosts-{_version()}.json"
 
 
 @cache
