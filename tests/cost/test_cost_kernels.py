@@ -34,3 +34,12 @@ def test_fused_attention_kernel_matches_softmax_attention(groups, kv_groups, q_l
     got = nki.simulate(kernels.attention)(np.ascontiguousarray(q.transpose(0, 2, 1)),
                                           np.ascontiguousarray(k.transpose(0, 2, 1)), v, causal)
     np.testing.assert_allclose(np.asarray(got), _attention(q, k, v, causal), atol=1e-5)
+
+
+def test_a_built_in_kernels_instructions_name_its_own_lines():
+    """Kernel lines are found in a kernel's file, trnsim's own too: before, the search went past
+    cost/kernels.py to the first file outside trnsim, the code that asked for the cost."""
+    recorded = nki.trace(kernels.matmul, nki.TensorSpec((128, 128), "bfloat16"),
+                         nki.TensorSpec((128, 512), "bfloat16"), target="trn2")
+    assert {ins.where.file for ins in recorded} == {kernels.__file__}
+    assert len({ins.where.line for ins in recorded}) > 1

@@ -31,9 +31,12 @@ from trnsim.errors import KernelError, SourceLoc, TrnsimError, UnsupportedError
 _TRNSIM_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
-def _user_file(filename: str) -> str | None:
-    """The absolute path of a file that is the user's code, or None for trnsim and import machinery."""
+def _user_file(filename: str, kernel_files: set[str]) -> str | None:
+    """The absolute path of a file that is the user's code or holds kernels, or None for the rest
+    of trnsim and import machinery."""
     path = os.path.abspath(filename)
+    if path in kernel_files:
+        return path
     if path.startswith(_TRNSIM_DIR) or "<frozen " in path or path.endswith(os.sep + "contextlib.py"):
         return None
     return path
@@ -45,11 +48,12 @@ def kernel_line() -> SourceLoc | None:
     each code object is the user's and each code position's SourceLoc (`Runtime.kernel_lines`):
     `f_lineno` decodes the line table from its start, which for a long kernel costs more than the
     rest of an issue."""
-    lines = current_runtime().kernel_lines
+    runtime = current_runtime()
+    lines = runtime.kernel_lines
     frame = sys._getframe(2)
     while frame is not None:
         code = frame.f_code
-        _, path, at_offset = lines.get(id(code)) or _remember(lines, code)
+        _, path, at_offset = lines.get(id(code)) or _remember(lines, code, runtime.kernel_files)
         if path is not None:
             where = at_offset.get(frame.f_lasti)
             if where is None:
@@ -59,11 +63,11 @@ def kernel_line() -> SourceLoc | None:
     return None
 
 
-def _remember(lines: dict, code: CodeType) -> tuple:
+def _remember(lines: dict, code: CodeType, kernel_files: set[str]) -> tuple:
     """The kernel-lines entry of `code`: (code, its file if it is the user's, {offset: SourceLoc})."""
     if len(lines) >= 4096:  # a bound on the code objects kept alive
         lines.clear()
-    entry = lines[id(code)] = (code, _user_file(code.co_filename), {})
+    entry = lines[id(code)] = (code, _user_file(code.co_filename, kernel_files), {})
     return entry
 
 

@@ -37,6 +37,9 @@ class Runtime:
         kernel_lines: id(code) -> (code, its file if it is the user's, {bytecode offset:
             SourceLoc}) for every code object a kernel line was looked up through
             (core/machine.py); the entry holds its code object, so no other code can take the id.
+        kernel_files: the files of every kernel function made into a kernel (`nki.jit`), trnsim's
+            own among them (cost/kernels.py): a kernel line is looked for up to them, not past
+            them into the code that launched the kernel. Kept by `reset`: it describes code.
         counters: named counters that layers register with `counter` (torch: fallback counts).
         fill_lock: held while a buffer's owed uninitialised fill is written (core/memory.py):
             the cores of an LNC=2 launch are threads writing halves of one output.
@@ -45,6 +48,7 @@ class Runtime:
     def __init__(self):
         self.pool = ArrayPool()
         self.kernel_lines: dict[int, tuple] = {}
+        self.kernel_files: set[str] = set()
         self.counters: dict[str, collections.Counter] = {}
         self.fill_lock = threading.Lock()
         self._clearers: list[Callable[[], None]] = []
