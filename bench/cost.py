@@ -4,7 +4,10 @@ both run. Prints one JSON object.
     python bench/cost.py [--target trn2] [--skip-exact]
 
 * `matmul_8192x8192x28672_s`: one bf16 matmul, first call (traces its clipped tile grids) and
-  again (cached). Goal: under 50 ms.
+  again (cached). Goal: under 50 ms. The first call is timed in this process and in `--fresh`
+  new processes (5 by default; trnsim imported, the call timed alone: the median and every run),
+  beside `python_reference_s`, a fixed pure-Python loop timed here, so that figures from machines
+  of different speed can be compared.
 * `llama3_8b_step_s`: every op of a forward+backward step of a Llama-3-8B-shaped model (32 layers,
   d 4096, 32 heads / 8 KV heads, FFN 14336, vocabulary 128256, seq 4096, batch 1) plus the AdamW
   step, costed from a cold cache. Goal: under 5 s. The step's predicted device time is reported
@@ -22,6 +25,8 @@ import argparse
 import json
 import random
 import statistics
+import subprocess
+import sys
 import time
 
 from trnsim import cost
@@ -78,6 +83,28 @@ def _seconds(fn) -> float:
     return time.perf_counter() - start
 
 
+_FIRST_CALL = ("import time; from trnsim import cost; start = time.perf_counter(); "
+               "cost.matmul(8192, 8192, 28672, target={target!r}); print(time.perf_counter() - start)")
+
+
+def first_calls_in_fresh_processes(target: str, runs: int) -> list[float]:
+    """Seconds of the first matmul cost in each of `runs` new Python processes."""
+    command = [sys.executable, "-c", _FIRST_CALL.format(target=target)]
+    return [round(float(subprocess.run(command, capture_output=True, text=True, check=True).stdout), 4)
+            for _ in range(runs)]
+
+
+def python_reference_s() -> float:
+    """Best of three runs of a fixed pure-Python loop (dict and tuple work, like a trace's)."""
+    def loop():
+        table, total = {}, 0
+        for i in range(200_000):
+            key = (i & 1023, i >> 10)
+            total += table.setdefault(key, i)
+        return total
+    return round(min(_seconds(loop) for _ in range(3)), 4)
+
+
 def _cpu_and_wall(fn):
     """(result, CPU seconds of this process, wall seconds): a shared machine inflates the wall."""
     cpu, wall = time.process_time(), time.perf_counter()
@@ -120,15 +147,22 @@ def main() -> None:
     parser.add_argument("--random", type=int, default=0, metavar="N",
                         help="also check N random matmul shapes against the exact tier (minutes)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--fresh", type=int, default=5, metavar="N",
+                        help="time the first call in N new processes too (default 5)")
     args = parser.parse_args()
     current_runtime().reset()
     cold = _seconds(lambda: cost.matmul(8192, 8192, 28672, target=args.target))
     warm = _seconds(lambda: cost.matmul(8192, 8192, 28672, target=args.target))
     current_runtime().reset()
     (step_s, asked), step_cpu, step_wall = _cpu_and_wall(lambda: step_costs(args.target))
+    fresh = first_calls_in_fresh_processes(args.target, args.fresh) if args.fresh else []
     result = {
         "target": args.target,
-        "matmul_8192x8192x28672_s": {"first_call": round(cold, 4), "cached": round(warm, 6), "goal": 0.05},
+        "python_reference_s": python_reference_s(),
+        "matmul_8192x8192x28672_s": {"first_call": round(cold, 4), "cached": round(warm, 6), "goal": 0.05,
+                                     "first_call_fresh_processes": {
+                                         "median": statistics.median(fresh) if fresh else None,
+                                         "runs": fresh}},
         "llama3_8b_step_s": {"cost_all_ops_cpu": round(step_cpu, 3), "cost_all_ops_wall": round(step_wall, 3),
                              "goal": 5.0,
                              "distinct_calls": asked, "predicted_step_s": round(step_s, 3)},
