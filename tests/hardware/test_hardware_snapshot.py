@@ -2,6 +2,9 @@
 way (a broken or unwritable cache only costs the 25 ms rebuild)."""
 
 import dataclasses
+import os
+import threading
+from pathlib import Path
 
 import pytest
 from catalog_copies import corrupt
@@ -48,12 +51,30 @@ def test_a_snapshot_is_the_catalog_it_was_made_from(cache):
     assert [path.name for path in cache.iterdir()] == [saved.name]  # no temporary file left
 
 
-def test_changed_data_is_built_again_and_the_old_snapshot_dropped(cache, data):
-    first = snapshot.cached(data, lambda: load_catalog(data))
+def test_changed_data_is_built_again(cache, data):
+    snapshot.cached(data, lambda: load_catalog(data))
     corrupt(data, "cores.toml", "aliases = [", "aliases = [\"changed-core\", ")
     second = snapshot.cached(data, lambda: load_catalog(data))
-    assert first is not second
+    assert second.core("changed-core").name == "NeuronCore-v1"
+    assert len(list(cache.glob("catalog-*.pickle"))) == 2  # the other version's, unused for a week, goes
+
+
+def test_old_snapshots_of_other_versions_are_dropped(cache, data):
+    snapshot.cached(data, lambda: load_catalog(data))
+    [old] = cache.glob("catalog-*.pickle")
+    os.utime(old, (0, 0))
+    snapshot.cached(DATA_DIR, load_catalog)
+    assert old not in list(cache.glob("catalog-*.pickle"))
     assert len(list(cache.glob("catalog-*.pickle"))) == 1
+
+
+def test_a_snapshot_others_may_write_is_not_read(cache):
+    snapshot.cached(DATA_DIR, load_catalog)
+    [saved] = cache.glob("catalog-*.pickle")
+    saved.chmod(0o666)
+    rebuilt = snapshot.cached(DATA_DIR, load_catalog)  # rebuilt, and saved as this user's again
+    _same(rebuilt, load_catalog())
+    assert not saved.stat().st_mode & 0o022
 
 
 def test_a_truncated_snapshot_is_rebuilt(cache):
@@ -72,3 +93,19 @@ def test_an_unwritable_cache_directory_is_skipped(tmp_path, monkeypatch):
     catalog = snapshot.cached(DATA_DIR, load_catalog)
     assert catalog.core("trn2").name == "NeuronCore-v3"
     assert blocker.read_text() == ""
+
+
+def test_no_home_directory_still_gives_the_catalog(monkeypatch):
+    """Containers run as a user with no home and no XDG_CACHE_HOME: Path.home() raises there."""
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+    def homeless():
+        raise RuntimeError("Could not determine home directory.")
+    monkeypatch.setattr(Path, "home", homeless)
+    assert snapshot.cached(DATA_DIR, load_catalog).core("trn2").name == "NeuronCore-v3"
+
+
+def test_a_catalog_that_cannot_be_pickled_is_returned_and_leaves_no_file(cache):
+    built = {"lock": threading.Lock()}
+    assert snapshot.cached(DATA_DIR, lambda: built) is built
+    assert list(cache.iterdir()) == []

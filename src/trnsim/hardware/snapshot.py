@@ -3,8 +3,10 @@ checking the TOML data takes about 25 ms, every trnsim process needs it, and it 
 trnsim does.
 
 The file's name holds a hash of the data files, of this package's code (which turns them into
-specs) and of where the data lives, so a snapshot is always the catalog `load_catalog` would build
-now. One that cannot be read is rebuilt; one that cannot be written is skipped.
+specs), of where the data lives and of the Python version, so a snapshot is always the catalog
+`load_catalog` would build now. Only a snapshot the user owns and nobody else may write is read
+(it is a pickle). Anything that goes wrong with the cache (no home directory, a file that cannot
+be read or written) costs the rebuild and nothing else: the catalog is never wrong for it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ import contextlib
 import hashlib
 import os
 import pickle
+import sys
+import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
@@ -20,13 +25,16 @@ from types import MappingProxyType
 from trnsim.config import cache_directory
 
 _CODE = Path(__file__).resolve().parent
+_KEPT_S = 7 * 24 * 3600
+"""Snapshots of other versions are deleted after a week unused (another checkout or virtual
+environment sharing the cache directory has its own, which it keeps using meanwhile)."""
 
 
-def _digest(data_dir: Path) -> str:
-    digest = hashlib.sha256(str(data_dir).encode())
-    for path in sorted(_CODE.glob("*.py")) + sorted(data_dir.glob("*.toml")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
+def _path(data_dir: Path) -> Path:
+    digest = hashlib.sha256(f"{data_dir}\0{sys.version_info[:2]}".encode())
+    for path in sorted(_CODE.rglob("*.py")) + sorted(data_dir.rglob("*.toml")):
+        digest.update(str(path.relative_to(path.parent.parent)).encode() + b"\0" + path.read_bytes())
+    return cache_directory() / f"catalog-{digest.hexdigest()[:16]}.pickle"
 
 
 def _frozen(items: dict) -> MappingProxyType:
@@ -36,30 +44,49 @@ def _frozen(items: dict) -> MappingProxyType:
 
 def cached(data_dir: Path, build: Callable[[], object]) -> object:
     """The snapshot of the catalog built from `data_dir`, or `build()`, saved for next time."""
-    path = cache_directory() / f"catalog-{_digest(data_dir)}.pickle"
+    path = None
     try:
-        with path.open("rb") as handle:
-            return pickle.load(handle)
-    except Exception:  # missing, unreadable, truncated, or from classes that have changed: rebuild
+        path = _path(data_dir)
+        if _trusted(path):
+            with path.open("rb") as handle:
+                return pickle.load(handle)
+    except Exception:  # unreadable, truncated, or from classes that have changed: rebuild
         pass
     catalog = build()
-    _save(path, catalog)
+    if path is not None:
+        _save(path, catalog)
     return catalog
 
 
+def _trusted(path: Path) -> bool:
+    """The file exists, belongs to this user, and no one else may write it."""
+    try:
+        status = path.stat()
+    except OSError:
+        return False
+    owner = os.getuid() if hasattr(os, "getuid") else status.st_uid
+    return status.st_uid == owner and not status.st_mode & 0o022
+
+
 def _save(path: Path, catalog: object) -> None:
-    """Write the snapshot whole or not at all, and drop the snapshots of other versions."""
-    temporary = path.with_suffix(f".{os.getpid()}.tmp")
+    """Write the snapshot whole or not at all (a private temporary file, then renamed), and drop
+    the unused snapshots of other versions."""
+    temporary = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with temporary.open("wb") as handle:
-            pickler = pickle.Pickler(handle, protocol=pickle.HIGHEST_PROTOCOL)
+        handle, temporary = tempfile.mkstemp(prefix="catalog-", suffix=".tmp", dir=path.parent)
+        with os.fdopen(handle, "wb") as file:
+            pickler = pickle.Pickler(file, protocol=pickle.HIGHEST_PROTOCOL)
             pickler.dispatch_table = {MappingProxyType: lambda proxy: (_frozen, (dict(proxy),))}
             pickler.dump(catalog)
-        temporary.replace(path)
-        for old in path.parent.glob("catalog-*.pickle"):
-            if old != path:
+        os.replace(temporary, path)
+        temporary = None
+        for old in path.parent.glob("catalog-*"):
+            if old != path and time.time() - old.stat().st_mtime > _KEPT_S:
                 old.unlink(missing_ok=True)
-    except (OSError, pickle.PicklingError):
-        with contextlib.suppress(OSError):  # nothing was written, or the directory is not one
-            temporary.unlink(missing_ok=True)
+    except Exception:  # the cache is a convenience: never a reason to fail
+        pass
+    finally:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
