@@ -7,8 +7,18 @@ import numpy as np
 import pytest
 
 from trnsim import cost
+from trnsim.core.runtime import current as current_runtime
 from trnsim.cost import blocked
 from trnsim.errors import ConfigError, ShapeError, SpecError, TrnsimError, UnsupportedError
+
+
+@pytest.fixture
+def clip(monkeypatch):
+    """Set one of blocked's clip limits for one test: the fast tier's cache does not know them,
+    so it is emptied before and after."""
+    current_runtime().reset()
+    yield lambda name, tiles: monkeypatch.setattr(blocked, name, tiles)
+    current_runtime().reset()
 
 # Shapes whose tile grids exceed blocked.CLIP_TILES, so the fast tier extrapolates rather than
 # tracing them in full (smaller grids are traced exactly by both tiers).
@@ -48,13 +58,34 @@ def test_fast_matmul_one_column_wider_costs_more():
     assert fast.seconds > cost.matmul(1024, 1024, 4096).seconds
 
 
-def test_fast_softmax_clips_rows_before_the_chain_of_column_tiles(monkeypatch):
+def test_fast_softmax_clips_rows_before_the_chain_of_column_tiles(clip):
     """Each row tile reduces its column tiles one after another, then rescales them: clipping the
     longest axis first cut that chain short, and the slope measured across row tiles came out
     steep (9% over exact for softmax over 8192 x 32000)."""
-    monkeypatch.setattr(blocked, "CHAINED_CLIP_TILES", 64)
+    clip("SLOPE_CLIP_TILES", 64)
     fast = cost.softmax(2048, 8000)  # 16 x 16 tiles: traced as 4 x 16 and 2 x 16
     exact = cost.softmax(2048, 8000, tier="exact")
+    assert fast.seconds == pytest.approx(exact.seconds, rel=0.02)
+
+
+@pytest.mark.parametrize(("family", "args"), [
+    ("matmul", (2048, 2048, 2560)),  # 5 column tiles: one core runs 3, the other 2 (one grid: -14%)
+    ("softmax", (640, 64000)),       # outermost axis first left 2 row tiles, then 1 (-19%)
+])
+def test_fast_tier_at_lnc2_measures_a_slope_over_both_cores(family, args):
+    """The two cores of LNC=2 split the outermost loop: with an odd count, the core with one tile
+    more decides the latency while busy time is averaged over both cores."""
+    fast = cost.op(family, *args, lnc=2)
+    exact = cost.op(family, *args, lnc=2, tier="exact")
+    assert fast.seconds == pytest.approx(exact.seconds, rel=0.03)
+
+
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_fast_elementwise_keeps_the_last_partial_wave_of_transfers(lnc):
+    """65 one-input tiles: clipped to 64, the grid ended on a full wave of DMA transfers where the
+    full one has one more tile to wait for (17% short, 30% at LNC=2)."""
+    fast = cost.elementwise(65 * 65536, 1, lnc=lnc)
+    exact = cost.elementwise(65 * 65536, 1, lnc=lnc, tier="exact")
     assert fast.seconds == pytest.approx(exact.seconds, rel=0.02)
 
 
@@ -121,18 +152,18 @@ def test_causal_attention_skips_the_key_blocks_after_the_queries():
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_fast_attention_extrapolates_over_query_groups(monkeypatch, causal):
-    monkeypatch.setattr(blocked, "CHAINED_CLIP_TILES", 32)  # 8 groups x 4 query tiles x 2 key blocks
+def test_fast_attention_extrapolates_over_query_groups(clip, causal):
+    clip("SLOPE_CLIP_TILES", 32)  # 8 groups x 4 query tiles x 2 key blocks
     fast = cost.attention(2, 4, 512, 1024, 64, causal=causal)
     exact = cost.attention(2, 4, 512, 1024, 64, causal=causal, tier="exact")
     assert fast.seconds == pytest.approx(exact.seconds, rel=0.05)
 
 
-def test_causal_attention_whose_one_group_exceeds_the_clip_keeps_two_groups(monkeypatch):
+def test_causal_attention_whose_one_group_exceeds_the_clip_keeps_two_groups(clip):
     """Only query groups may be clipped in a causal grid; one group of 4 query tiles x 2 key blocks
     is already over the clip, so the traced grid keeps two groups (one would leave no second grid
     for the slope: it was a ShapeError, then 21% off exact at 8192 x 8192)."""
-    monkeypatch.setattr(blocked, "CHAINED_CLIP_TILES", 4)
+    clip("SLOPE_CLIP_TILES", 4)
     fast = cost.attention(1, 8, 512, 1024, 64, causal=True)
     exact = cost.attention(1, 8, 512, 1024, 64, causal=True, tier="exact")
     assert fast.seconds == pytest.approx(exact.seconds, rel=0.05)

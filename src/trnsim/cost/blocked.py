@@ -6,11 +6,13 @@ loops over, and how to build the kernel's arguments from the dimension sizes. Th
 on two facts of the scheduler: the busy time of each engine is a sum over tiles, so it is exactly
 multilinear in the number of full tiles per dimension (read off traces with 1 and 2 tiles), and
 once the grid is a few tiles wide the pipeline is in its steady state. When a kernel's tiles are
-independent (a matmul's output tiles, an elementwise pass), its busiest engine then never waits,
-and the full grid's latency is that engine's busy time plus the fill and drain of one clipped
-grid. When each tile's work waits on its own earlier results (a row's reduce before its rescale,
-attention's softmax between its two matmuls), the busiest engine keeps waiting, and a second,
-smaller grid gives how much latency each of its busy seconds adds (`fast`).
+independent (a matmul's output tiles, an elementwise pass) and one core runs them, its busiest
+engine then seldom waits, and the full grid's latency is that engine's busy time plus the fill
+and drain of one clipped grid. Otherwise a second, smaller grid gives how much latency each busy
+second of the bounding engine adds (`fast`): when each tile's work waits on its own earlier
+results (a row's reduce before its rescale, attention's softmax between its two matmuls), and on
+a logical core of two (LNC=2), whose kernels split their outermost loop between the cores, so
+that the core with the odd tile decides the latency while busy time is averaged over both.
 """
 
 from __future__ import annotations
@@ -30,15 +32,17 @@ from trnsim.timing import schedule
 from trnsim.timing.costs import core_spec
 
 CLIP_TILES = 256
-"""Tiles in the grid the fast tier traces for a kernel of independent tiles (axes that may not be
-clipped count in full): enough for the pipeline to reach its steady state, so that the fast tier
-agrees with the exact one within 5% on tests/cost's grid (at 128 an fp8 matmul with a short
-contraction came out 9% short; docs/cost.md)."""
-CHAINED_CLIP_TILES = 512
-"""The same for a kernel whose tiles wait on their own results: its slope needs a longer run."""
+"""Tiles in the one grid the fast tier traces for a kernel of independent tiles on one core (axes
+that may not be clipped count in full): enough for the pipeline to reach its steady state, so
+that the fast tier agrees with the exact one within 5% on tests/cost's grid (at 128, fp8
+(8192, 256, 4096) came out 9% short; docs/timing.md)."""
+SLOPE_CLIP_TILES = 512
+"""The same when the fast tier measures a slope (chained kernels, LNC=2): it needs a longer run."""
 STREAM_CLIP_TILES = 64
-"""The same for one-axis grids (elementwise passes, copies): their steady state comes sooner. A
-power of two, as is its half, like the DMA queue count: both grids end on the same queue pattern."""
+"""The same for one-axis grids (elementwise passes, copies), whose steady state comes sooner, plus
+the full grid's remainder of tiles over one per DMA queue of every core: the clipped grid then
+ends on the same partly filled wave of transfers as the full one (clipped to 64 flat, a one-input
+pass of 65 tiles came out 17% short, 30% at LNC=2)."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,8 @@ class Blocked:
     clip_axes: tuple[int, ...] | None = None
     chained: bool = False
     """Each tile's later instructions wait on its earlier results, so the busiest engine waits
-    even in the steady state: the fast tier measures a slope (see the module docstring)."""
+    even in the steady state: the fast tier measures a slope (see the module docstring). Its
+    dimensions are in loop order, outermost first."""
 
     def clippable(self, axis: int) -> bool:
         return self.clip_axes is None or axis in self.clip_axes
@@ -110,18 +115,26 @@ def _dims_at(counts, tiling, tiles) -> tuple[int, ...]:
     return tuple((c - 1) * t + last for c, t, (_n, last) in zip(counts, tiles, tiling, strict=True))
 
 
-def _clipped_counts(op: Blocked, counts: list[int]) -> list[int]:
-    """The grid the fast tier traces: the longest clippable axis halved until the grid has at
-    most CLIP_TILES (CHAINED_CLIP_TILES) tiles, keeping its proportions; a one-axis grid cut to
-    STREAM_CLIP_TILES."""
+def _measures_slope(op: Blocked, lnc: int) -> bool:
+    """Whether the fast tier needs a second grid for the slope (see the module docstring)."""
+    return op.chained or lnc > 1
+
+
+def _clipped_counts(op: Blocked, counts: list[int], lnc: int, wave: int) -> list[int]:
+    """The grid the fast tier traces: halve a clippable axis until the grid has at most
+    CLIP_TILES (SLOPE_CLIP_TILES) tiles, never below two tiles; a one-axis grid is cut to
+    STREAM_CLIP_TILES plus its remainder modulo `wave` tiles (one per DMA queue of every core).
+    A chained kernel on one core halves its outermost axis first, so that each tile's chain along
+    the inner axes stays whole; other grids halve their longest axis, keeping their proportions.
+    (Under LNC=2 the outermost axis is the one the two cores split: halved to two, it would leave
+    a core idle in the slope's second grid.)"""
     if len(counts) == 1 and op.clippable(0):
-        return [min(counts[0], STREAM_CLIP_TILES)]
+        return [min(counts[0], STREAM_CLIP_TILES + counts[0] % wave)]
     axes = [axis for axis in range(len(counts)) if op.clippable(axis)]
-    limit = CHAINED_CLIP_TILES if op.chained else CLIP_TILES
+    limit = SLOPE_CLIP_TILES if _measures_slope(op, lnc) else CLIP_TILES
     clipped = list(counts)
-    # Never below two tiles: a chained kernel's second grid halves an axis again.
     while math.prod(clipped) > limit and any(clipped[axis] > 2 for axis in axes):
-        if op.chained:  # the outermost axis first: an inner one's tiles make one chain
+        if op.chained and lnc == 1:
             axis = next(axis for axis in axes if clipped[axis] > 2)
         else:
             axis = max(axes, key=lambda axis: clipped[axis])
@@ -145,11 +158,14 @@ def _busy_at(op: Blocked, counts: list[int], tiling, target: str, lnc: int) -> d
     return busy
 
 
-def _halved(op: Blocked, clipped: list[int], counts: list[int]) -> list[int]:
-    """The clipped grid with the axis clipped most (then the longest) halved: the second grid, for
-    the slope, measured along the way the full grid extends (along a matmul's contraction instead,
-    each output tile's chain shortens and the slope comes out steep: docs/timing.md). That axis was
-    clipped, so it holds at least two tiles (`_clipped_counts`)."""
+def _halved(op: Blocked, clipped: list[int], counts: list[int], wave: int) -> list[int]:
+    """The second grid, for the slope: the clipped grid with the axis clipped most (then the
+    longest) halved, measured along the way the full grid extends (along a matmul's contraction
+    instead, each output tile's chain shortens and the slope came out 14% steep: docs/timing.md).
+    That axis was clipped, so it holds at least two tiles (`_clipped_counts`). A one-axis grid
+    loses one `wave` of tiles instead, keeping its last partial wave."""
+    if len(clipped) == 1:
+        return [clipped[0] - wave]
     axes = [axis for axis in range(len(clipped)) if op.clippable(axis)]
     axis = max(axes, key=lambda a: (counts[a] / clipped[a], clipped[a]))
     return [n // 2 if a == axis else n for a, n in enumerate(clipped)]
@@ -162,20 +178,20 @@ def fast(op: Blocked, dims: tuple[int, ...], target: str, lnc: int = 1) -> Timed
     Every kernel: the full grid's busiest engine, plus the clipped grid's fill and drain (its
     latency less its own busiest engine's busy time; the two grids' busiest engines may differ:
     an fp8 matmul's clipped grid reloads its moving tiles more often, so DMA bounds it while
-    TensorE bounds the full grid). A chained kernel: at least the clipped grid's latency plus its
-    bounding engine's extra busy time in the full grid, times the latency each busy second of it
-    added between a grid of half the size and the clipped one."""
-    core_spec(target)  # an unknown or untimed target fails here, with the catalog's error
+    TensorE bounds the full grid). With a slope (a chained kernel, or LNC=2): at least the
+    clipped grid's latency plus its bounding engine's extra busy time in the full grid, times the
+    latency each busy second of it added between a smaller grid (`_halved`) and the clipped one."""
+    wave = core_spec(target).dma_queues * lnc  # an unknown or untimed target fails here
     tiling = _tiling(dims, op.tiles)
     counts = [n for n, _last in tiling]
-    clipped = _clipped_counts(op, counts)
+    clipped = _clipped_counts(op, counts, lnc, wave)
     if clipped == counts:  # small enough to trace, or nothing may be clipped
         return exact(op, dims, target, lnc)
     busy = _busy_at(op, counts, tiling, target, lnc)
     large = exact(op, _dims_at(clipped, tiling, op.tiles), target, lnc)
     seconds = max(busy.values()) + large.seconds - max(large.busy.values())
-    if op.chained:
-        small = exact(op, _dims_at(_halved(op, clipped, counts), tiling, op.tiles), target, lnc)
+    if _measures_slope(op, lnc):
+        small = exact(op, _dims_at(_halved(op, clipped, counts, wave), tiling, op.tiles), target, lnc)
         bound = large.bound
         slope = 1.0  # the bounding engine did no more work in the larger grid: each busy second adds one
         if large.busy[bound] > small.busy[bound]:
