@@ -80,12 +80,23 @@ def test_fast_tier_at_lnc2_measures_a_slope_over_both_cores(family, args):
     assert fast.seconds == pytest.approx(exact.seconds, rel=0.03)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_fast_attention_at_lnc2_keeps_a_query_group_per_core_in_both_grids(clip, causal):
+    """8 groups clipped to 2 and halved to 1 left a core idle in the smaller grid: both grids took
+    as long, the slope came out 0, and the fast tier 34-36% short (49% for causal attention over
+    (1, 16, 4096, 4096, 128), whose only clippable axis is the groups)."""
+    clip("SLOPE_CLIP_TILES", 16)
+    fast = cost.attention(1, 8, 512, 1024, 64, causal=causal, lnc=2)
+    exact = cost.attention(1, 8, 512, 1024, 64, causal=causal, lnc=2, tier="exact")
+    assert fast.seconds == pytest.approx(exact.seconds, rel=0.03)
+
+
 @pytest.mark.parametrize("lnc", [1, 2])
 def test_fast_elementwise_keeps_the_last_partial_wave_of_transfers(lnc):
-    """65 one-input tiles: clipped to 64, the grid ended on a full wave of DMA transfers where the
-    full one has one more tile to wait for (17% short, 30% at LNC=2)."""
-    fast = cost.elementwise(65 * 65536, 1, lnc=lnc)
-    exact = cost.elementwise(65 * 65536, 1, lnc=lnc, tier="exact")
+    """113 one-input tiles: clipped to 64, the grid ended on a full wave of DMA transfers where the
+    full one has one more tile to wait for (at 65 tiles 17% short, 30% at LNC=2)."""
+    fast = cost.elementwise(113 * 65536, 1, lnc=lnc)
+    exact = cost.elementwise(113 * 65536, 1, lnc=lnc, tier="exact")
     assert fast.seconds == pytest.approx(exact.seconds, rel=0.02)
 
 

@@ -122,23 +122,25 @@ def _measures_slope(op: Blocked, lnc: int) -> bool:
 
 def _clipped_counts(op: Blocked, counts: list[int], lnc: int, wave: int) -> list[int]:
     """The grid the fast tier traces: halve a clippable axis until the grid has at most
-    CLIP_TILES (SLOPE_CLIP_TILES) tiles, never below two tiles; a one-axis grid is cut to
+    CLIP_TILES (SLOPE_CLIP_TILES) tiles, never below two tiles per core; a one-axis grid is cut to
     STREAM_CLIP_TILES plus its remainder modulo `wave` tiles (one per DMA queue of every core).
     A chained kernel on one core halves its outermost axis first, so that each tile's chain along
     the inner axes stays whole; other grids halve their longest axis, keeping their proportions.
     (Under LNC=2 the outermost axis is the one the two cores split: halved to two, it would leave
-    a core idle in the slope's second grid.)"""
+    a core idle in the slope's second grid; causal attention, which may clip only that axis, keeps
+    four tiles of it.)"""
     if len(counts) == 1 and op.clippable(0):
         return [min(counts[0], STREAM_CLIP_TILES + counts[0] % wave)]
     axes = [axis for axis in range(len(counts)) if op.clippable(axis)]
     limit = SLOPE_CLIP_TILES if _measures_slope(op, lnc) else CLIP_TILES
+    floor = 2 * lnc  # halved for the slope, a grid still gives every core a tile
     clipped = list(counts)
-    while math.prod(clipped) > limit and any(clipped[axis] > 2 for axis in axes):
+    while math.prod(clipped) > limit and any(clipped[axis] > floor for axis in axes):
         if op.chained and lnc == 1:
-            axis = next(axis for axis in axes if clipped[axis] > 2)
+            axis = next(axis for axis in axes if clipped[axis] > floor)
         else:
             axis = max(axes, key=lambda axis: clipped[axis])
-        clipped[axis] = max(2, clipped[axis] // 2)
+        clipped[axis] = max(floor, clipped[axis] // 2)
     return clipped
 
 
