@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import gc
+import os
 import threading
 from collections.abc import Callable
 
@@ -55,6 +56,13 @@ class Runtime:
         self._gc_lock = threading.Lock()
         self._gc_pauses = 0
         self._gc_was_enabled = False
+
+    def add_kernel_file(self, filename: str) -> None:
+        """Look for kernel lines in `filename` from now on (its code objects are judged again)."""
+        path = os.path.abspath(filename)
+        if path not in self.kernel_files:
+            self.kernel_files.add(path)
+            self.kernel_lines.clear()
 
     def counter(self, name: str) -> collections.Counter:
         """The counter called `name`, made empty on first use; `reset` empties it."""

@@ -109,9 +109,9 @@ class Kernel:
         self.options = dict(options or {})
         self.last_trace: Trace | None = None
         functools.update_wrapper(self, fn)
-        code = getattr(fn, "__code__", None)
+        code = getattr(inspect.unwrap(fn), "__code__", None)  # the user's function, not a wrapper
         if code is not None:  # its instructions' lines are found in its file (core/machine.py)
-            current_runtime().kernel_files.add(os.path.abspath(code.co_filename))
+            current_runtime().add_kernel_file(code.co_filename)
 
     def __getitem__(self, grid) -> Kernel:
         return Kernel(self.fn, _launch_grid(grid if isinstance(grid, tuple) else (grid,)), self.options)

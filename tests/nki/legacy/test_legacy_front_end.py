@@ -496,3 +496,17 @@ def test_dropout_with_another_dtype_drops_then_casts():
     a = normal(128, 64).astype(ml_dtypes.bfloat16).astype(np.float32)
     result = nki06.simulate(dropout_to_bf16, target="trn2")(a)
     np.testing.assert_array_equal(np.asarray(result).astype(np.float32), a)
+
+
+@nki.jit
+def returns_its_tile(a):
+    return nl.load(a)
+
+
+def test_a_returned_tiles_store_names_the_kernels_file():
+    """A legacy kernel's body runs inside a wrapper in trnsim (legacy/launch.py); a launch made from
+    the wrapper registered that file as kernel code, and the store of a returned tile then named
+    launch.py instead of the kernel's file."""
+    returns_its_tile.with_schedule([])
+    returns_its_tile(normal(128, 64))
+    assert {ins.where.file for ins in returns_its_tile.last_trace} == {__file__}
