@@ -109,3 +109,13 @@ def test_a_catalog_that_cannot_be_pickled_is_returned_and_leaves_no_file(cache):
     built = {"lock": threading.Lock()}
     assert snapshot.cached(DATA_DIR, lambda: built) is built
     assert list(cache.iterdir()) == []
+
+
+def test_a_snapshot_in_use_is_kept(cache, data):
+    """'A week unused': reading a snapshot renews it, so another version's cleanup leaves it."""
+    snapshot.cached(data, lambda: load_catalog(data))
+    [used] = cache.glob("catalog-*.pickle")
+    os.utime(used, (0, 0))
+    snapshot.cached(data, _refuse)  # read, and so renewed
+    snapshot.cached(DATA_DIR, load_catalog)
+    assert used.exists()

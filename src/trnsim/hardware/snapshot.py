@@ -25,9 +25,11 @@ from types import MappingProxyType
 from trnsim.config import cache_directory
 
 _CODE = Path(__file__).resolve().parent
-_KEPT_S = 7 * 24 * 3600
+_DAY_S = 24 * 3600
+_KEPT_S = 7 * _DAY_S
 """Snapshots of other versions are deleted after a week unused (another checkout or virtual
-environment sharing the cache directory has its own, which it keeps using meanwhile)."""
+environment sharing the cache directory has its own, which it keeps using meanwhile: a read
+renews a snapshot's time once a day)."""
 
 
 def _path(data_dir: Path) -> Path:
@@ -47,10 +49,15 @@ def cached(data_dir: Path, build: Callable[[], object]) -> object:
     path = None
     try:
         path = _path(data_dir)
-        if _trusted(path):
-            with path.open("rb") as handle:
-                return pickle.load(handle)
-    except Exception:  # unreadable, truncated, or from classes that have changed: rebuild
+        with path.open("rb") as handle:
+            status = os.fstat(handle.fileno())
+            if _trusted(status):
+                catalog = pickle.load(handle)
+                if time.time() - status.st_mtime > _DAY_S:  # in use: not one to drop (`_save`)
+                    with contextlib.suppress(OSError):
+                        os.utime(path)
+                return catalog
+    except Exception:  # missing, unreadable, truncated, or from classes that have changed: rebuild
         pass
     catalog = build()
     if path is not None:
@@ -58,12 +65,8 @@ def cached(data_dir: Path, build: Callable[[], object]) -> object:
     return catalog
 
 
-def _trusted(path: Path) -> bool:
-    """The file exists, belongs to this user, and no one else may write it."""
-    try:
-        status = path.stat()
-    except OSError:
-        return False
+def _trusted(status: os.stat_result) -> bool:
+    """The open file belongs to this user, and no one else may write it."""
     owner = os.getuid() if hasattr(os, "getuid") else status.st_uid
     return status.st_uid == owner and not status.st_mode & 0o022
 
