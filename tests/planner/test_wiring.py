@@ -41,3 +41,23 @@ def test_op_costs_are_remembered_on_disk_per_source_version(tmp_path, monkeypatc
         assert not stale.exists() and opcache._path().exists()
     finally:
         opcache._table.cache_clear()
+
+
+def test_op_costs_without_a_home_directory_are_not_remembered(monkeypatch):
+    """Containers run as a user with no home and no XDG_CACHE_HOME: Path.home() raises there, and
+    that reached the user from the planner."""
+    from pathlib import Path
+
+    from trnsim.planner import opcache
+
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+    def homeless():
+        raise RuntimeError("Could not determine home directory.")
+    monkeypatch.setattr(Path, "home", homeless)
+    opcache._table.cache_clear()
+    try:
+        opcache.remember("key", 1.5)
+        assert opcache.lookup("key") == 1.5  # kept for this process only
+    finally:
+        opcache._table.cache_clear()

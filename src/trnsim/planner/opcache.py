@@ -40,7 +40,7 @@ def _path() -> Path:
 def _table() -> dict[str, float]:
     try:
         return json.loads(_path().read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: no home directory to cache in
         return {}
 
 
@@ -52,8 +52,8 @@ def remember(key: str, seconds: float) -> None:
     """Record one cost and rewrite the file (atomically; a cache that cannot be written is skipped)."""
     table = _table()
     table[key] = seconds
-    path = _path()
     try:
+        path = _path()
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():  # a new version: the caches of older sources are dead weight
             for old in path.parent.glob("planner-opcosts-*.json"):
@@ -61,5 +61,5 @@ def remember(key: str, seconds: float) -> None:
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
         temporary.write_text(json.dumps(table))
         temporary.replace(path)
-    except OSError:
+    except (OSError, RuntimeError):
         pass
