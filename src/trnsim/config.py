@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import tempfile
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -77,3 +78,21 @@ def cache_directory() -> Path:
     $XDG_CACHE_HOME/trnsim, else ~/.cache/trnsim. Every file in it is keyed by a hash of what
     made it, so deleting the directory is always safe."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trnsim"
+
+
+def write_cache_file(path: Path, data: bytes) -> bool:
+    """Write one file of the cache directory whole or not at all: a private temporary file beside
+    it, then renamed over it. False, leaving nothing behind, when it cannot be written."""
+    temporary = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=f"{path.stem}-", suffix=".tmp", dir=path.parent)
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+        os.replace(temporary, path)
+        return True
+    except OSError:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        return False

@@ -108,7 +108,7 @@ def test_no_home_directory_still_gives_the_catalog(monkeypatch):
 def test_a_catalog_that_cannot_be_pickled_is_returned_and_leaves_no_file(cache):
     built = {"lock": threading.Lock()}
     assert snapshot.cached(DATA_DIR, lambda: built) is built
-    assert list(cache.iterdir()) == []
+    assert not cache.exists() or list(cache.iterdir()) == []
 
 
 def test_a_snapshot_in_use_is_kept(cache, data):

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import os
 import pickle
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from types import MappingProxyType
 
-from trnsim.config import cache_directory
+from trnsim.config import cache_directory, write_cache_file
 
 _CODE = Path(__file__).resolve().parent
 _DAY_S = 24 * 3600
@@ -72,24 +72,16 @@ def _trusted(status: os.stat_result) -> bool:
 
 
 def _save(path: Path, catalog: object) -> None:
-    """Write the snapshot whole or not at all (a private temporary file, then renamed), and drop
-    the unused snapshots of other versions."""
-    temporary = None
+    """Write the snapshot whole or not at all, and drop the unused snapshots of other versions."""
+    buffer = io.BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = {MappingProxyType: lambda proxy: (_frozen, (dict(proxy),))}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix="catalog-", suffix=".tmp", dir=path.parent)
-        with os.fdopen(handle, "wb") as file:
-            pickler = pickle.Pickler(file, protocol=pickle.HIGHEST_PROTOCOL)
-            pickler.dispatch_table = {MappingProxyType: lambda proxy: (_frozen, (dict(proxy),))}
-            pickler.dump(catalog)
-        os.replace(temporary, path)
-        temporary = None
-        for old in path.parent.glob("catalog-*"):
-            if old != path and time.time() - old.stat().st_mtime > _KEPT_S:
-                old.unlink(missing_ok=True)
+        pickler.dump(catalog)
     except Exception:  # the cache is a convenience: never a reason to fail
-        pass
-    finally:
-        if temporary is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
+        return
+    if write_cache_file(path, buffer.getvalue()):
+        with contextlib.suppress(OSError):
+            for old in path.parent.glob("catalog-*"):
+                if old != path and time.time() - old.stat().st_mtime > _KEPT_S:
+                    old.unlink(missing_ok=True)

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from functools import cache
 from pathlib import Path
 
 import trnsim
-from trnsim.config import cache_directory
+from trnsim.config import cache_directory, write_cache_file
 
 _INPUTS = ("cost", "timing", "hardware/data", "nki", "core")
 
@@ -54,12 +53,9 @@ def remember(key: str, seconds: float) -> None:
     table[key] = seconds
     try:
         path = _path()
-        path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():  # a new version: the caches of older sources are dead weight
             for old in path.parent.glob("planner-opcosts-*.json"):
                 old.unlink(missing_ok=True)
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(table))
-        temporary.replace(path)
-    except (OSError, RuntimeError):
-        pass
+    except (OSError, RuntimeError):  # RuntimeError: no home directory to cache in
+        return
+    write_cache_file(path, json.dumps(table).encode())
