@@ -216,7 +216,7 @@ BF16 = ml_dtypes.bfloat16
      ArgumentError, "negate=True with op=bitwise_or", "trn2"),
     (lambda: nisa.affine_select(dst=_t((4, 8)), pattern=[[1, 8]], channel_multiplier=0,
                                 on_true_tile=_t((4, 8)), on_false_value=0.0, cmp_op=nl.add),
-     ArgumentError, "cmp_op=add; affine_select's cmp_op is a comparison", "trn2"),
+     ArgumentError, r"cmp_op='add'; it must be one of \['equal', 'not_equal'", "trn2"),
 ])
 def test_documented_limit_is_refused(body, error, match, target):
     _refused(error, _kernel(body), X, match=match, target=target)

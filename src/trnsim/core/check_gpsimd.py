@@ -9,22 +9,16 @@ from trnsim.core.check import CHECK, _describe, _fail, _free
 from trnsim.core.check_vector import refuse_magnitude_reduction, same_layout
 from trnsim.core.isa import Opcode
 from trnsim.core.trace import Instruction, Region
-from trnsim.errors import ArgumentError, DTypeError, KernelError, ShapeError
+from trnsim.errors import DTypeError, KernelError, ShapeError
 
 AFFINE_PATTERN_DIMS = 4
 """iota / affine_select: "a tensor access pattern of up to 4D" (nki.isa.iota)."""
-COMPARISONS = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal")
-"""affine_select's cmp_op: "comparison operator to use for predicate evaluation" (nki.isa.affine_select)."""
 
 
 @CHECK.register(Opcode.IOTA, Opcode.AFFINE_SELECT)
 def _affine_pattern(ins: Instruction, core) -> None:
-    """The pattern [[step, count], ...] (up to 4-D) enumerates every element of a dst partition, once;
-    affine_select compares the affine value with 0, so its cmp_op is a comparison."""
+    """The pattern [[step, count], ...] (up to 4-D) enumerates every element of a dst partition, once."""
     pattern, dst = ins.param("pattern"), ins.outputs[0]
-    if ins.opcode is Opcode.AFFINE_SELECT and ins.param("cmp_op") not in COMPARISONS:
-        _fail(ArgumentError, ins, f"cmp_op={ins.param('cmp_op')}; affine_select's cmp_op is a comparison "
-              f"operator, one of {', '.join(COMPARISONS)}")
     if len(pattern) > AFFINE_PATTERN_DIMS:
         _fail(ShapeError, ins, f"pattern {[list(pair) for pair in pattern]} has {len(pattern)} dims; iota "
               f"and affine_select take up to {AFFINE_PATTERN_DIMS}", hint="merge dims with equal strides")

@@ -22,7 +22,7 @@ BN_STATS_VALUES = 6
 """bn_stats writes count, mean and variance*count of the even and of the odd elements (nki.isa.bn_stats)."""
 BN_AGGR_VALUES = 2
 """bn_aggr writes a mean and a variance per partition from (count, mean, M2) triples (nki.isa.bn_aggr)."""
-FP32_MIN = np.float32(-3.4028235e38)
+FP32_MIN = np.finfo(np.float32).min
 """range_select's on_false_value: "this must be FP32_MIN" (nki.isa.range_select)."""
 TOP_VALUES = 8
 """max8, nc_find_index8 and nc_match_replace8 work on 8 values per partition (nki.isa.max8)."""
@@ -65,8 +65,9 @@ def _reduce_res(ins: Instruction) -> None:
 
 @CHECK.register(Opcode.ACTIVATION)
 def _activation(ins: Instruction, core) -> None:
-    """activation reduces with add only ("reduce_op must be nl.add", nki.isa.activation; activate2
-    takes others); activate2 (trn3) needs both operators and both immediates; reduce_res is [P, 1]."""
+    """activation reduces with add only ("reduce_op must be nl.add", nki.isa.activation, on every
+    generation: unlike activation_reduce, whose docs limit it on NeuronCore-v2 only; activate2 takes
+    others); activate2 (trn3) needs both operators and both immediates; reduce_res is [P, 1]."""
     params = ins.params
     if params.get("op0") is None and params.get("op1") is None:
         if params.get("reduce_op") != "add":

@@ -197,7 +197,8 @@ class _Chains:
         firsts = {id(chain[0]) for chain in alone}
         self.errors: list[BaseException] = []
         self.workers = ThreadPoolExecutor(len(lanes))
-        self.runs = [self.workers.submit(_make_gemms, lane, self.errors) for lane in lanes]
+        for lane in lanes:
+            self.workers.submit(_make_gemms, lane, self.errors)  # it records its errors in `errors`
         try:
             for entry in entries:
                 lane = self.lane_of.get(id(entry))
@@ -213,13 +214,12 @@ class _Chains:
                         lane.put(gemm)
                 if id(entry) in ending:
                     lane.put(ending[id(entry)])
-        except BaseException:  # a matmul's bookkeeping failed: stop the workers
+        except BaseException:  # a matmul's bookkeeping failed: the workers end at the None below
+            self.workers.shutdown(wait=False)
+            raise
+        finally:
             for lane in lanes:
                 lane.put(None)
-            self.workers.shutdown()
-            raise
-        for lane in lanes:
-            lane.put(None)
 
     @classmethod
     def start(cls, entries: list[Queued], state) -> _Chains | None:
@@ -247,8 +247,6 @@ class _Chains:
     def finish(self) -> None:
         """Wait for the workers; raise the first GEMM's error."""
         self.workers.shutdown()
-        for run in self.runs:
-            run.result()
         if self.errors:
             raise self.errors[0]
 

@@ -194,6 +194,9 @@ _AFFINE = {"pattern": Param(Kind.PATTERN, **_INT32), "offset": Param(Kind.OFFSET
            "channel_multiplier": Param(Kind.INT, **_INT32)}
 _MAXIMUM_ONLY = Param(Kind.CHOICE, choices=("maximum",))  # range_select / select_reduce: "only nl.maximum"
 _COMPARISONS = Param(Kind.CHOICE, choices=("equal", "less", "less_equal", "greater", "greater_equal"))
+# affine_select's cmp_op: "comparison operator to use for predicate evaluation" (nki.isa.affine_select)
+_AFFINE_COMPARISON = Param(Kind.CHOICE, choices=("equal", "not_equal", "less", "less_equal", "greater",
+                                                  "greater_equal"))
 _REDUCE_CMD = Param(Kind.CHOICE, choices=("idle", "reset", "reduce", "reset_reduce"),
                     unsupported=("load_reduce",))
 _REDUCTION = {"reduce_op": _REDUCE, "reduce_cmd": _REDUCE_CMD}
@@ -265,7 +268,7 @@ SPECS: dict[Opcode, InstructionSpec] = {s.opcode: s for s in (
     _spec(Opcode.EXPONENTIAL, _V, outputs=("dst", "reduce_res?"), inputs=("src",), first_generation=4,
           params={"max_value": _SCALAR, **_REDUCTION, "reduce_init": _SCALAR_OPT}),
     _spec(Opcode.AFFINE_SELECT, _G, inputs=("on_true_tile",),
-          params={**_AFFINE, "on_false_value": _NUMBER, "cmp_op": _ALU}),
+          params={**_AFFINE, "on_false_value": _NUMBER, "cmp_op": _AFFINE_COMPARISON}),
     _spec(Opcode.RANGE_SELECT, _V, outputs=("dst", "reduce_res?"), inputs=("on_true_tile",),
           first_generation=3,
           params={"comp_op0": _COMPARISONS, "comp_op1": _COMPARISONS, "bound0": _SCALAR, "bound1": _SCALAR,

@@ -279,10 +279,7 @@ def rms_norm(x, w, axis=-1, n=None, epsilon=1e-6, dtype=None, compute_dtype=None
 def dropout(x, rate, dtype=None):
     """nisa.dropout keeps x's dtype, so another `dtype` (a cast, as the nl.dropout docs have it) is a
     copy after it."""
+    from trnsim.nki.language import copy
     dropped = _new(x.shape, x.dtype)
     nisa.dropout(dst=dropped, data=x, prob=rate)
-    if dtype is None or dtype == x.dtype:
-        return dropped
-    result = _new(x.shape, dtype)
-    nisa.tensor_copy(dst=result, src=dropped)
-    return result
+    return dropped if dtype is None or dtype == x.dtype else copy(dropped, dtype)

@@ -144,13 +144,13 @@ class HazardTracker:
     meet (a barrier, a sendrecv), never by where their instructions fell in the trace. (Accesses
     of the two to one HBM tensor with no meeting between are a race, warned after the launch.)"""
 
-    def __init__(self, cores: int = 1):
+    def __init__(self, cores: int):
         # per physical core: allocation -> (writes, reads)
         self.tracks: list[dict[int, tuple[_Boxes, _Boxes]]] = [{} for _ in range(cores)]
         self.regions: dict[tuple, tuple[Box, int]] = {}
         self.shapes: dict[tuple, int] = {}
 
-    def operands(self, ins, core: int = 0) -> tuple[tuple, list[tuple], float, int]:
+    def operands(self, ins, core: int) -> tuple[tuple, list[tuple], float, int]:
         """The operands' shapes (ids that ignore addresses, for cost caching), accesses, and
         when every operand is safe to use on physical core `core`, with the instruction that
         decided it (-1: none).
