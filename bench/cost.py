@@ -14,9 +14,10 @@ both run. Prints one JSON object.
   beside it (one NeuronCore; no parallelism).
 * `fast_vs_exact`: relative error of the fast tier against the exact one on shapes whose grids
   the fast tier extrapolates. Goal: every one within 5%.
-* `random_matmuls` (with `--random N`): the same on N random bf16 and fp8 matmul shapes that no
-  setting of the fast tier was chosen on (seeded; each takes seconds to trace exactly): mean and
-  largest error, and how many are over 5%.
+* `random_matmuls` (with `--random N`): the same on N random bf16 and fp8 matmul shapes (seeded;
+  each takes seconds to trace exactly): mean and largest error, and how many are over 5%. The
+  default seed, 23, drew shapes no setting of the fast tier was chosen on; seed 7's were used to
+  choose the slope along a matmul's column tiles (docs/timing.md).
 """
 
 from __future__ import annotations
@@ -146,7 +147,7 @@ def main() -> None:
     parser.add_argument("--skip-exact", action="store_true", help="skip the fast-vs-exact agreement")
     parser.add_argument("--random", type=int, default=0, metavar="N",
                         help="also check N random matmul shapes against the exact tier (minutes)")
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=23)
     parser.add_argument("--fresh", type=int, default=5, metavar="N",
                         help="time the first call in N new processes too (default 5)")
     args = parser.parse_args()

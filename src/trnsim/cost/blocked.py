@@ -13,6 +13,14 @@ second of the bounding engine adds (`fast`): when each tile's work waits on its 
 results (a row's reduce before its rescale, attention's softmax between its two matmuls), and on
 a logical core of two (LNC=2), whose kernels split their outermost loop between the cores, so
 that the core with the odd tile decides the latency while busy time is averaged over both.
+
+A kernel that names its outermost loop (`Blocked.outer`: a matmul's output column tiles) is
+measured along it when two iterations of that loop fit a grid whole: two grids of as many
+iterations as fit and half as many, every other axis in full. An iteration of a short
+contraction loads its few tiles, multiplies and stores, and its busiest engine (DMA) waits a
+fixed share of every iteration for the stores' data, so its latency grows by a fixed time per
+iteration, not by its busy time; the fill and drain of a grid clipped along every axis missed
+that by up to 21% (docs/timing.md).
 """
 
 from __future__ import annotations
@@ -37,7 +45,8 @@ that may not be clipped count in full): enough for the pipeline to reach its ste
 that the fast tier agrees with the exact one within 5% on tests/cost's grid (at 128, fp8
 (8192, 256, 4096) came out 9% short; docs/timing.md)."""
 SLOPE_CLIP_TILES = 512
-"""The same when the fast tier measures a slope (chained kernels, LNC=2): it needs a longer run."""
+"""The same when the fast tier measures a slope (chained kernels, LNC=2, a kernel's outer loop):
+it needs a longer run."""
 STREAM_CLIP_TILES = 64
 """The same for one-axis grids (elementwise passes, copies), whose steady state comes sooner, plus
 the full grid's remainder of tiles over one per DMA queue of every core: the clipped grid then
@@ -59,6 +68,10 @@ class Blocked:
     """Each tile's later instructions wait on its earlier results, so the busiest engine waits
     even in the steady state: the fast tier measures a slope (see the module docstring). Its
     dimensions are in loop order, outermost first."""
+    outer: int | None = None
+    """The axis of the kernel's outermost loop, each of whose iterations does the same work over
+    the other axes: on one core, the fast tier measures a slope along it when two iterations fit
+    (`_outer_grids`)."""
 
     def clippable(self, axis: int) -> bool:
         return self.clip_axes is None or axis in self.clip_axes
@@ -173,6 +186,31 @@ def _halved(op: Blocked, clipped: list[int], counts: list[int], wave: int) -> li
     return [n // 2 if a == axis else n for a, n in enumerate(clipped)]
 
 
+def _outer_grids(op: Blocked, counts: list[int], lnc: int) -> tuple[list[int], list[int]] | None:
+    """Two grids of whole iterations of the kernel's outer loop, every other axis in full: as
+    many as SLOPE_CLIP_TILES holds, and half as many. None when no outer loop is named, when not
+    two iterations fit (or the loop is no longer than that), or on two cores (whose split of the
+    outer loop `_clipped_counts` keeps)."""
+    if op.outer is None or lnc > 1:
+        return None
+    iterations = min(counts[op.outer] - 1, SLOPE_CLIP_TILES * counts[op.outer] // math.prod(counts))
+    if iterations < 2:
+        return None
+    return ([iterations if axis == op.outer else n for axis, n in enumerate(counts)],
+            [iterations // 2 if axis == op.outer else n for axis, n in enumerate(counts)])
+
+
+def _grids(op: Blocked, counts: list[int], lnc: int, wave: int) -> tuple[list[int], list[int] | None]:
+    """The grid the fast tier traces, and the smaller one it measures a slope against (None: the
+    first grid's fill and drain is added to the full grid's busiest engine, without a slope)."""
+    outer = _outer_grids(op, counts, lnc)
+    if outer is not None:
+        return outer
+    clipped = _clipped_counts(op, counts, lnc, wave)
+    halved = _halved(op, clipped, counts, wave) if _measures_slope(op, lnc) and clipped != counts else None
+    return clipped, halved
+
+
 @functools.lru_cache(maxsize=65536)
 def fast(op: Blocked, dims: tuple[int, ...], target: str, lnc: int = 1) -> Timed:
     """The latency of the full grid, from its engines' busy times and one or two clipped grids.
@@ -180,20 +218,20 @@ def fast(op: Blocked, dims: tuple[int, ...], target: str, lnc: int = 1) -> Timed
     Every kernel: the full grid's busiest engine, plus the clipped grid's fill and drain (its
     latency less its own busiest engine's busy time; the two grids' busiest engines may differ:
     an fp8 matmul's clipped grid reloads its moving tiles more often, so DMA bounds it while
-    TensorE bounds the full grid). With a slope (a chained kernel, or LNC=2): at least the
+    TensorE bounds the full grid). With a slope (a chained kernel, LNC=2, an outer loop): at least the
     clipped grid's latency plus its bounding engine's extra busy time in the full grid, times the
-    latency each busy second of it added between a smaller grid (`_halved`) and the clipped one."""
+    latency each busy second of it added between a smaller grid and the clipped one (`_grids`)."""
     wave = core_spec(target).dma_queues * lnc  # an unknown or untimed target fails here
     tiling = _tiling(dims, op.tiles)
     counts = [n for n, _last in tiling]
-    clipped = _clipped_counts(op, counts, lnc, wave)
+    clipped, smaller = _grids(op, counts, lnc, wave)
     if clipped == counts:  # small enough to trace, or nothing may be clipped
         return exact(op, dims, target, lnc)
     busy = _busy_at(op, counts, tiling, target, lnc)
     large = exact(op, _dims_at(clipped, tiling, op.tiles), target, lnc)
     seconds = max(busy.values()) + large.seconds - max(large.busy.values())
-    if _measures_slope(op, lnc):
-        small = exact(op, _dims_at(_halved(op, clipped, counts, wave), tiling, op.tiles), target, lnc)
+    if smaller is not None:
+        small = exact(op, _dims_at(smaller, tiling, op.tiles), target, lnc)
         bound = large.bound
         slope = 1.0  # the bounding engine did no more work in the larger grid: each busy second adds one
         if large.busy[bound] > small.busy[bound]:
