@@ -84,6 +84,8 @@ def test_fast_softmax_clips_rows_before_the_chain_of_column_tiles(clip):
 @pytest.mark.parametrize(("family", "args"), [
     ("matmul", (2048, 2048, 2560)),  # 5 column tiles: one core runs 3, the other 2 (one grid: -14%)
     ("softmax", (640, 64000)),       # outermost axis first left 2 row tiles, then 1 (-19%)
+    ("matmul", (5632, 150, 7195)),   # 15 column tiles of a short contraction, 8 on one core (+17%)
+    ("matmul", (1280, 1839, 4608)),  # 9 column tiles, clipped along the contraction (-8%)
 ])
 def test_fast_tier_at_lnc2_measures_a_slope_over_both_cores(family, args):
     """The two cores of LNC=2 split the outermost loop: with an odd count, the core with one tile

@@ -70,7 +70,7 @@ class Blocked:
     dimensions are in loop order, outermost first."""
     outer: int | None = None
     """The axis of the kernel's outermost loop, each of whose iterations does the same work over
-    the other axes: on one core, the fast tier measures a slope along it when two iterations fit
+    the other axes: the fast tier measures a slope along it when two iterations fit a grid whole
     (`_outer_grids`)."""
 
     def clippable(self, axis: int) -> bool:
@@ -188,16 +188,21 @@ def _halved(op: Blocked, clipped: list[int], counts: list[int], wave: int) -> li
 
 def _outer_grids(op: Blocked, counts: list[int], lnc: int) -> tuple[list[int], list[int]] | None:
     """Two grids of whole iterations of the kernel's outer loop, every other axis in full: as
-    many as SLOPE_CLIP_TILES holds, and half as many. None when no outer loop is named, when not
-    two iterations fit (or the loop is no longer than that), or on two cores (whose split of the
-    outer loop `_clipped_counts` keeps)."""
-    if op.outer is None or lnc > 1:
+    many as SLOPE_CLIP_TILES holds, and about half as many; None when no outer loop is named or
+    two such grids do not fit below the full one. On a logical core of two, whose programs take
+    the outer loop's iterations in turn, both grids keep the full loop's parity: the core with
+    one iteration more decides the latency in all three alike, so each iteration of it adds the
+    busy time of one iteration over both cores, as in the full grid."""
+    if op.outer is None:
         return None
-    iterations = min(counts[op.outer] - 1, SLOPE_CLIP_TILES * counts[op.outer] // math.prod(counts))
-    if iterations < 2:
+    total = counts[op.outer]
+    longer = min(total - lnc, SLOPE_CLIP_TILES * total // math.prod(counts))
+    longer -= (longer - total) % lnc
+    shorter = longer // 2 + (total - longer // 2) % lnc
+    if not 1 <= shorter < longer:
         return None
-    return ([iterations if axis == op.outer else n for axis, n in enumerate(counts)],
-            [iterations // 2 if axis == op.outer else n for axis, n in enumerate(counts)])
+    return ([longer if axis == op.outer else n for axis, n in enumerate(counts)],
+            [shorter if axis == op.outer else n for axis, n in enumerate(counts)])
 
 
 def _grids(op: Blocked, counts: list[int], lnc: int, wave: int) -> tuple[list[int], list[int] | None]:
