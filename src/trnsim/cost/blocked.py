@@ -11,12 +11,13 @@ engine then seldom waits, and the full grid's latency is that engine's busy time
 and drain of one clipped grid. Otherwise a second, smaller grid gives how much latency each busy
 second of the bounding engine adds (`fast`): when each tile's work waits on its own earlier
 results (a row's reduce before its rescale, attention's softmax between its two matmuls), and on
-a logical core of two (LNC=2), whose kernels split their outermost loop between the cores, so
-that the core with the odd tile decides the latency while busy time is averaged over both.
+a logical core of two (LNC=2), whose kernels split their outermost loop between the cores. There
+the core with the odd tile decides the latency, so every formula takes that core's busy time
+(`_busiest_core`), not the average over both.
 
 A kernel that names its outermost loop (`Blocked.outer`: a matmul's output column tiles) is
-measured along it when two iterations of that loop fit a grid whole: two grids of as many
-iterations as fit and half as many, every other axis in full. An iteration of a short
+measured along it when two grids of whole iterations of that loop fit OUTER_CLIP_TILES: as many
+iterations as fit and about half as many, every other axis in full. An iteration of a short
 contraction loads its few tiles, multiplies and stores, and its busiest engine (DMA) waits a
 fixed share of every iteration for the stores' data, so its latency grows by a fixed time per
 iteration, not by its busy time; the fill and drain of a grid clipped along every axis missed
@@ -47,6 +48,10 @@ that the fast tier agrees with the exact one within 5% on tests/cost's grid (at 
 SLOPE_CLIP_TILES = 512
 """The same when the fast tier measures a slope (chained kernels, LNC=2, a kernel's outer loop):
 it needs a longer run."""
+OUTER_CLIP_TILES = 1024
+"""The most tiles in the larger of the two grids of whole outer-loop iterations (`_outer_grids`):
+at 512, fp8 matmuls whose column tiles were 171-256 tiles each (two fit, then one) came out up to
+10% over the exact tier; at 1024, 48 shapes of that band were within 3% (docs/timing.md)."""
 STREAM_CLIP_TILES = 64
 """The same for one-axis grids (elementwise passes, copies), whose steady state comes sooner, plus
 the full grid's remainder of tiles over one per DMA queue of every core: the clipped grid then
@@ -69,9 +74,15 @@ class Blocked:
     even in the steady state: the fast tier measures a slope (see the module docstring). Its
     dimensions are in loop order, outermost first."""
     outer: int | None = None
-    """The axis of the kernel's outermost loop, each of whose iterations does the same work over
-    the other axes: the fast tier measures a slope along it when two iterations fit a grid whole
-    (`_outer_grids`)."""
+    """The axis of the kernel's outermost loop, whose iterations do the same work over the other
+    axes (but the last, which may be a partial tile): the fast tier measures a slope along it
+    when two grids of whole iterations fit (`_outer_grids`)."""
+
+    @property
+    def split_axis(self) -> int:
+        """The axis whose tiles the programs of a logical core of two take in turn (`_mine` in
+        cost/kernels.py): the outer loop's, which is the first axis unless `outer` says."""
+        return 0 if self.outer is None else self.outer
 
     def clippable(self, axis: int) -> bool:
         return self.clip_axes is None or axis in self.clip_axes
@@ -80,27 +91,38 @@ class Blocked:
 @dataclass(frozen=True)
 class Timed:
     """Latency and the busy seconds of each engine ("dma": per queue, averaged over queues), on
-    `cores` physical cores (2 for a logical core of LNC=2)."""
+    `cores` physical cores (2 for a logical core of LNC=2): averaged over the cores (`busy`), and
+    of the core that had the most of each engine's work (`busiest`; the same on one core)."""
 
     seconds: float
     busy: dict
     cores: int = 1
+    busiest: dict | None = None
+
+    def __post_init__(self):
+        if self.busiest is None:
+            object.__setattr__(self, "busiest", self.busy)
 
     @property
     def bound(self) -> str:
         return max(self.busy, key=self.busy.get) if self.busy else "dma"
 
 
-def _busy_by_engine(timeline, cores: int) -> dict[str, float]:
-    """Busy seconds per engine, averaged over every lane the launch has: each of the `cores`
-    cores' DMA queues and engines, whether or not it ran anything (so that the figure stays a sum
-    over tiles, linear in their number)."""
+def _busy_by_engine(timeline, cores: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Busy seconds per engine, averaged over every lane the launch has (each of the `cores`
+    cores' DMA queues and engines, whether or not it ran anything, so that the figure stays a sum
+    over tiles, linear in their number), and on the core with the most of that engine's work."""
     per_lane = np.bincount(timeline.lane, weights=timeline.duration_s, minlength=len(timeline.lanes))
+    per_core: dict[tuple[str, int], float] = {}
+    for lane, (engine, core) in enumerate(timeline.lane_engines):
+        per_core[engine.value, core] = per_core.get((engine.value, core), 0.0) + float(per_lane[lane])
     totals: dict[str, float] = {}
-    for lane, (engine, _core) in enumerate(timeline.lane_engines):
-        totals[engine.value] = totals.get(engine.value, 0.0) + float(per_lane[lane])
-    lanes = {name: cores * (timeline.core.dma_queues if name == Engine.DMA.value else 1) for name in totals}
-    return {name: total / lanes[name] for name, total in totals.items()}
+    busiest: dict[str, float] = {}
+    for (name, _core), seconds in per_core.items():
+        lanes = timeline.core.dma_queues if name == Engine.DMA.value else 1
+        totals[name] = totals.get(name, 0.0) + seconds / (lanes * cores)
+        busiest[name] = max(busiest.get(name, 0.0), seconds / lanes)
+    return totals, busiest
 
 
 @functools.lru_cache(maxsize=4096)
@@ -111,7 +133,8 @@ def exact(op: Blocked, dims: tuple[int, ...], target: str, lnc: int = 1) -> Time
     kernel = getattr(kernels, op.kernel)
     recorded = trace(kernel[lnc] if lnc > 1 else kernel, *op.args(dims), target=target)
     timeline = schedule.schedule(recorded, target)
-    return Timed(timeline.latency_s, _busy_by_engine(timeline, lnc), lnc)
+    busy, busiest = _busy_by_engine(timeline, lnc)
+    return Timed(timeline.latency_s, busy, lnc, busiest)
 
 
 def _tiling(dims: tuple[int, ...], tiles: tuple[int, ...]) -> list[tuple[int, int]]:
@@ -188,15 +211,15 @@ def _halved(op: Blocked, clipped: list[int], counts: list[int], wave: int) -> li
 
 def _outer_grids(op: Blocked, counts: list[int], lnc: int) -> tuple[list[int], list[int]] | None:
     """Two grids of whole iterations of the kernel's outer loop, every other axis in full: as
-    many as SLOPE_CLIP_TILES holds, and about half as many; None when no outer loop is named or
-    two such grids do not fit below the full one. On a logical core of two, whose programs take
-    the outer loop's iterations in turn, both grids keep the full loop's parity: the core with
-    one iteration more decides the latency in all three alike, so each iteration of it adds the
-    busy time of one iteration over both cores, as in the full grid."""
+    many iterations as OUTER_CLIP_TILES holds, and about half as many; None when no outer loop is
+    named or not two such grids fit below the full one. On a logical core of two, whose programs
+    take the outer loop's iterations in turn, both grids keep the full loop's parity, so that
+    the core with one iteration more runs the last (partial) tile in all three alike."""
     if op.outer is None:
         return None
     total = counts[op.outer]
-    longer = min(total - lnc, SLOPE_CLIP_TILES * total // math.prod(counts))
+    per_iteration = math.prod(counts) // total
+    longer = min(total - lnc, OUTER_CLIP_TILES // per_iteration)
     longer -= (longer - total) % lnc
     shorter = longer // 2 + (total - longer // 2) % lnc
     if not 1 <= shorter < longer:
@@ -207,13 +230,28 @@ def _outer_grids(op: Blocked, counts: list[int], lnc: int) -> tuple[list[int], l
 
 def _grids(op: Blocked, counts: list[int], lnc: int, wave: int) -> tuple[list[int], list[int] | None]:
     """The grid the fast tier traces, and the smaller one it measures a slope against (None: the
-    first grid's fill and drain is added to the full grid's busiest engine, without a slope)."""
+    first grid's fill and drain is added to the full grid's busiest engine, without a slope).
+    The full grid itself when it is no larger than the grids it would be extrapolated from."""
     outer = _outer_grids(op, counts, lnc)
     if outer is not None:
-        return outer
+        return (counts, None) if sum(map(math.prod, outer)) >= math.prod(counts) else outer
     clipped = _clipped_counts(op, counts, lnc, wave)
     halved = _halved(op, clipped, counts, wave) if _measures_slope(op, lnc) and clipped != counts else None
     return clipped, halved
+
+
+def _busiest_core(op: Blocked, counts: list[int], tiling, target: str, lnc: int) -> dict[str, float]:
+    """Busy seconds per engine of the core with the most work: program 0, whose share of the split
+    axis is ceil(n / lnc) tiles, ending on the grid's last (maybe partial) tile when (n - 1) is a
+    multiple of lnc. Its busy time is that of one core running those tiles (`_busy_at`)."""
+    if lnc == 1:
+        return _busy_at(op, counts, tiling, target, 1)
+    axis = op.split_axis
+    count, last = tiling[axis]
+    mine = -(-count // lnc)
+    share = (mine, last if (count - 1) % lnc == 0 else op.tiles[axis])
+    return _busy_at(op, [mine if a == axis else n for a, n in enumerate(counts)],
+                    [share if a == axis else t for a, t in enumerate(tiling)], target, 1)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -230,19 +268,20 @@ def fast(op: Blocked, dims: tuple[int, ...], target: str, lnc: int = 1) -> Timed
     tiling = _tiling(dims, op.tiles)
     counts = [n for n, _last in tiling]
     clipped, smaller = _grids(op, counts, lnc, wave)
-    if clipped == counts:  # small enough to trace, or nothing may be clipped
+    if clipped == counts:  # no larger than the grids it would be extrapolated from
         return exact(op, dims, target, lnc)
     busy = _busy_at(op, counts, tiling, target, lnc)
+    busiest = _busiest_core(op, counts, tiling, target, lnc)
     large = exact(op, _dims_at(clipped, tiling, op.tiles), target, lnc)
-    seconds = max(busy.values()) + large.seconds - max(large.busy.values())
+    seconds = max(busiest.values()) + large.seconds - max(large.busiest.values())
     if smaller is not None:
         small = exact(op, _dims_at(smaller, tiling, op.tiles), target, lnc)
-        bound = large.bound
+        bound = max(large.busiest, key=large.busiest.get)
         slope = 1.0  # the bounding engine did no more work in the larger grid: each busy second adds one
-        if large.busy[bound] > small.busy[bound]:
-            slope = (large.seconds - small.seconds) / (large.busy[bound] - small.busy[bound])
-        seconds = max(seconds, large.seconds + max(slope, 0.0) * (busy[bound] - large.busy[bound]))
-    return Timed(seconds, busy, lnc)
+        if large.busiest[bound] > small.busiest[bound]:
+            slope = (large.seconds - small.seconds) / (large.busiest[bound] - small.busiest[bound])
+        seconds = max(seconds, large.seconds + max(slope, 0.0) * (busiest[bound] - large.busiest[bound]))
+    return Timed(seconds, busy, lnc, busiest)
 
 
 current_runtime().on_reset(exact.cache_clear)  # the caches are the runtime's: reset empties them

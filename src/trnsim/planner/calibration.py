@@ -15,12 +15,12 @@ DATA = Path(__file__).with_name("data")
 TRAIN_TIME_FACTOR = {"NeuronCore-v2": 0.7427}
 """Whole-step op time / the sum of the cost library's per-op times (compiler scheduling, fusion,
 host gaps), by NeuronCore generation."""
-PREFILL_TIME_FACTOR = {"NeuronCore-v2": 0.6074, "NeuronCore-v3": 2.1959}
+PREFILL_TIME_FACTOR = {"NeuronCore-v2": 0.6074, "NeuronCore-v3": 2.1751}
 """The same for a prefill pass (one prompt through every layer)."""
 DECODE_TIME_FACTOR = {"NeuronCore-v2": 0.4021}
 """The same for a decode step's ops (compiled batch, one token each: weight- and KV-read bound);
 fitted on trn1/inf2 rows and H1 (trn2, which takes this factor as its stand-in)."""
-DECODE_COLLECTIVE_FACTOR = {"NeuronCore-v2": 1.2464}
+DECODE_COLLECTIVE_FACTOR = {"NeuronCore-v2": 1.2825}
 """A decode step's all-reduces (a few KiB each, latency-bound) / the collective model's time,
 fitted beside DECODE_TIME_FACTOR: a 7B model's step is mostly the latency of its all-reduces and a
 70B model's mostly its weight reads, so rows of both sizes separate the two factors. Prefill and
