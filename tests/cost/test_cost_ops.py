@@ -96,6 +96,14 @@ def test_fast_softmax_clips_rows_before_the_chain_of_column_tiles(clip):
     # TensorE bounds the full grid, DMA the clipped ones, and the core with 3 of the 5 column
     # tiles does 1.2x the average: from the average busy time the fast tier was 16% short
     ("matmul", (3613, 4467, 2560), "float8_e4m3"),
+    # 4 column tiles: the second core's last one is 511 columns of 4 bytes, under 2 KiB a row,
+    # and pays the small-transfer rate, so that core has more DMA work than the first (-9%)
+    ("matmul", (8192, 384, 2047), "float32"),
+    # 55 row tiles, the last partial; clipped to 13 and halved to 6, the partial tile moved to
+    # the other core (+23%)
+    ("reduction", (6917, 10000), "float8_e4m3"),
+    # 16 row tiles of 71 column tiles: halving the longest axis cut each row's chain (+61%)
+    ("softmax", (2000, 36352), "bfloat16"),
 ])
 def test_fast_tier_at_lnc2_measures_a_slope_over_both_cores(family, args, dtype):
     """The two cores of LNC=2 split the outermost loop: with an odd count, the core with one tile

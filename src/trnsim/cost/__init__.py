@@ -7,7 +7,7 @@
 Each family runs a built-in NKI kernel (cost/kernels.py). `tier="exact"` traces it at the full
 shape and schedules it with the timing model; `tier="fast"` traces a clipped grid of the same
 tiles and extrapolates (cost/blocked.py), agreeing with exact within 5% on tests/cost's grid
-of shapes and less closely where a first or last tile is nearly empty (docs/timing.md). Every
+of shapes and on nearly all random ones; docs/timing.md lists the kinds it misses by more. Every
 prediction is at least its roofline (`lower_bound_seconds`). No torch import.
 """
 

@@ -160,24 +160,34 @@ def _clipped_counts(op: Blocked, counts: list[int], lnc: int, wave: int) -> list
     """The grid the fast tier traces: halve a clippable axis until the grid has at most
     CLIP_TILES (SLOPE_CLIP_TILES) tiles, never below two tiles per core; a one-axis grid is cut to
     STREAM_CLIP_TILES plus its remainder modulo `wave` tiles (one per DMA queue of every core).
-    A chained kernel on one core halves its outermost axis first, so that each tile's chain along
-    the inner axes stays whole; other grids halve their longest axis, keeping their proportions.
-    (Under LNC=2 the outermost axis is the one the two cores split: halved to two, it would leave
-    a core idle in the slope's second grid; causal attention, which may clip only that axis, keeps
-    four tiles of it.)"""
+    A chained kernel halves its outermost axis first, so that each tile's chain along the inner
+    axes stays whole; other grids halve their longest axis, keeping their proportions. Under
+    LNC=2 the axis the cores split keeps the full count's parity (`_same_parity`), so that the
+    same core runs the last, maybe partial, tile; causal attention, which may clip only that
+    axis, keeps four tiles of it."""
     if len(counts) == 1 and op.clippable(0):
         return [min(counts[0], STREAM_CLIP_TILES + counts[0] % wave)]
     axes = [axis for axis in range(len(counts)) if op.clippable(axis)]
     limit = SLOPE_CLIP_TILES if _measures_slope(op, lnc) else CLIP_TILES
-    floor = 2 * lnc  # halved for the slope, a grid still gives every core a tile
+    # Halved for the slope, a grid still gives every core a tile.
+    floors = [_same_parity(2 * lnc, n, lnc) if axis == op.split_axis else 2 * lnc
+              for axis, n in enumerate(counts)]
     clipped = list(counts)
-    while math.prod(clipped) > limit and any(clipped[axis] > floor for axis in axes):
-        if op.chained and lnc == 1:
-            axis = next(axis for axis in axes if clipped[axis] > floor)
+    while math.prod(clipped) > limit and any(clipped[axis] > floors[axis] for axis in axes):
+        if op.chained:
+            axis = next(axis for axis in axes if clipped[axis] > floors[axis])
         else:
-            axis = max(axes, key=lambda axis: clipped[axis])
-        clipped[axis] = max(floor, clipped[axis] // 2)
+            axis = max((a for a in axes if clipped[a] > floors[a]), key=lambda a: clipped[a])
+        clipped[axis] = max(floors[axis], clipped[axis] // 2)
+        if axis == op.split_axis:
+            clipped[axis] = _same_parity(clipped[axis], counts[axis], lnc)
     return clipped
+
+
+def _same_parity(count: int, total: int, lnc: int) -> int:
+    """`count`, raised to the nearest count that leaves the split axis's last tile to the same
+    program as `total` tiles do (programs take its tiles in turn: `_mine` in cost/kernels.py)."""
+    return count + (total - count) % lnc
 
 
 def _busy_at(op: Blocked, counts: list[int], tiling, target: str, lnc: int) -> dict[str, float]:
@@ -196,17 +206,21 @@ def _busy_at(op: Blocked, counts: list[int], tiling, target: str, lnc: int) -> d
     return busy
 
 
-def _halved(op: Blocked, clipped: list[int], counts: list[int], wave: int) -> list[int]:
+def _halved(op: Blocked, clipped: list[int], counts: list[int], wave: int, lnc: int) -> list[int]:
     """The second grid, for the slope: the clipped grid with the axis clipped most (then the
     longest) halved, measured along the way the full grid extends (along a matmul's contraction
     instead, each output tile's chain shortens and the slope came out 14% steep: docs/timing.md).
     That axis was clipped, so it holds at least two tiles (`_clipped_counts`). A one-axis grid
-    loses one `wave` of tiles instead, keeping its last partial wave."""
+    loses one `wave` of tiles instead, keeping its last partial wave. Under LNC=2 the split axis
+    keeps its parity (`_same_parity`)."""
     if len(clipped) == 1:
         return [clipped[0] - wave]
     axes = [axis for axis in range(len(clipped)) if op.clippable(axis)]
     axis = max(axes, key=lambda a: (counts[a] / clipped[a], clipped[a]))
-    return [n // 2 if a == axis else n for a, n in enumerate(clipped)]
+    halved = clipped[axis] // 2
+    if axis == op.split_axis:
+        halved = _same_parity(halved, counts[axis], lnc)
+    return [halved if a == axis else n for a, n in enumerate(clipped)]
 
 
 def _outer_grids(op: Blocked, counts: list[int], lnc: int) -> tuple[list[int], list[int]] | None:
@@ -236,22 +250,30 @@ def _grids(op: Blocked, counts: list[int], lnc: int, wave: int) -> tuple[list[in
     if outer is not None:
         return (counts, None) if sum(map(math.prod, outer)) >= math.prod(counts) else outer
     clipped = _clipped_counts(op, counts, lnc, wave)
-    halved = _halved(op, clipped, counts, wave) if _measures_slope(op, lnc) and clipped != counts else None
-    return clipped, halved
+    if not _measures_slope(op, lnc) or clipped == counts:
+        return clipped, None
+    return clipped, _halved(op, clipped, counts, wave, lnc)
 
 
 def _busiest_core(op: Blocked, counts: list[int], tiling, target: str, lnc: int) -> dict[str, float]:
-    """Busy seconds per engine of the core with the most work: program 0, whose share of the split
-    axis is ceil(n / lnc) tiles, ending on the grid's last (maybe partial) tile when (n - 1) is a
-    multiple of lnc. Its busy time is that of one core running those tiles (`_busy_at`)."""
+    """Busy seconds per engine of the core with the most of that engine's work. Program p takes
+    the split axis's tiles p, p + lnc, ...: ceil((n - p) / lnc) of them, the last one (maybe
+    partial) if (n - 1) % lnc == p; each program's busy time is that of one core running its
+    tiles (`_busy_at`). Program 0 has the most tiles, but the one with a partial last tile may
+    move more bytes (a 4-byte tile under 2 KiB a row pays the small-transfer DMA rate)."""
     if lnc == 1:
         return _busy_at(op, counts, tiling, target, 1)
     axis = op.split_axis
     count, last = tiling[axis]
-    mine = -(-count // lnc)
-    share = (mine, last if (count - 1) % lnc == 0 else op.tiles[axis])
-    return _busy_at(op, [mine if a == axis else n for a, n in enumerate(counts)],
-                    [share if a == axis else t for a, t in enumerate(tiling)], target, 1)
+    shares = {(-(-(count - p) // lnc), last if (count - 1) % lnc == p else op.tiles[axis])
+              for p in range(min(lnc, count))}
+    busiest: dict[str, float] = {}
+    for share in shares:
+        busy = _busy_at(op, [share[0] if a == axis else n for a, n in enumerate(counts)],
+                        [share if a == axis else t for a, t in enumerate(tiling)], target, 1)
+        for engine, seconds in busy.items():
+            busiest[engine] = max(busiest.get(engine, 0.0), seconds)
+    return busiest
 
 
 @functools.lru_cache(maxsize=65536)
@@ -261,9 +283,11 @@ def fast(op: Blocked, dims: tuple[int, ...], target: str, lnc: int = 1) -> Timed
     Every kernel: the full grid's busiest engine, plus the clipped grid's fill and drain (its
     latency less its own busiest engine's busy time; the two grids' busiest engines may differ:
     an fp8 matmul's clipped grid reloads its moving tiles more often, so DMA bounds it while
-    TensorE bounds the full grid). With a slope (a chained kernel, LNC=2, an outer loop): at least the
-    clipped grid's latency plus its bounding engine's extra busy time in the full grid, times the
-    latency each busy second of it added between a smaller grid and the clipped one (`_grids`)."""
+    TensorE bounds the full grid). With a slope (a chained kernel, LNC=2, an outer loop): at
+    least the clipped grid's latency plus its bounding engine's extra busy time in the full grid,
+    times the latency each busy second of it added between a smaller grid and the clipped one
+    (`_grids`). Busy times are those of the busiest core (`Timed.busiest`); the result reports
+    the average over the cores (`Timed.busy`)."""
     wave = core_spec(target).dma_queues * lnc  # an unknown or untimed target fails here
     tiling = _tiling(dims, op.tiles)
     counts = [n for n, _last in tiling]
