@@ -40,11 +40,12 @@ from trnsim.nki import trace
 from trnsim.timing import schedule
 from trnsim.timing.costs import core_spec
 
-CLIP_TILES = 256
+CLIP_TILES = 128
 """Tiles in the one grid the fast tier traces for a kernel of independent tiles on one core (axes
-that may not be clipped count in full): enough for the pipeline to reach its steady state, so
-that the fast tier agrees with the exact one within 5% on tests/cost's grid (at 128, fp8
-(8192, 256, 4096) came out 9% short; docs/timing.md)."""
+that may not be clipped count in full): enough for the pipeline to reach its steady state. It
+was 256 while short contractions took this rule (at 128, fp8 (8192, 256, 4096) came out 9%
+short); since they follow their column tiles (`_outer_grids`), 128 and 256 agree with the exact
+tier alike on 180 random matmuls (docs/timing.md), and 128 halves the largest trace."""
 SLOPE_CLIP_TILES = 512
 """The same when the fast tier measures a slope (chained kernels, LNC=2, a kernel's outer loop):
 it needs a longer run."""
