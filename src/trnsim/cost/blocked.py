@@ -97,12 +97,8 @@ class Timed:
 
     seconds: float
     busy: dict
+    busiest: dict
     cores: int = 1
-    busiest: dict | None = None
-
-    def __post_init__(self):
-        if self.busiest is None:
-            object.__setattr__(self, "busiest", self.busy)
 
     @property
     def bound(self) -> str:
@@ -135,7 +131,7 @@ def exact(op: Blocked, dims: tuple[int, ...], target: str, lnc: int = 1) -> Time
     recorded = trace(kernel[lnc] if lnc > 1 else kernel, *op.args(dims), target=target)
     timeline = schedule.schedule(recorded, target)
     busy, busiest = _busy_by_engine(timeline, lnc)
-    return Timed(timeline.latency_s, busy, lnc, busiest)
+    return Timed(timeline.latency_s, busy, busiest, lnc)
 
 
 def _tiling(dims: tuple[int, ...], tiles: tuple[int, ...]) -> list[tuple[int, int]]:
@@ -235,8 +231,8 @@ def _outer_grids(op: Blocked, counts: list[int], lnc: int) -> tuple[list[int], l
     total = counts[op.outer]
     per_iteration = math.prod(counts) // total
     longer = min(total - lnc, OUTER_CLIP_TILES // per_iteration)
-    longer -= (longer - total) % lnc
-    shorter = longer // 2 + (total - longer // 2) % lnc
+    longer -= (longer - total) % lnc  # lowered to the full loop's parity
+    shorter = _same_parity(longer // 2, total, lnc)
     if not 1 <= shorter < longer:
         return None
     return ([longer if axis == op.outer else n for axis, n in enumerate(counts)],
@@ -262,8 +258,6 @@ def _busiest_core(op: Blocked, counts: list[int], tiling, target: str, lnc: int)
     partial) if (n - 1) % lnc == p; each program's busy time is that of one core running its
     tiles (`_busy_at`). Program 0 has the most tiles, but the one with a partial last tile may
     move more bytes (a 4-byte tile under 2 KiB a row pays the small-transfer DMA rate)."""
-    if lnc == 1:
-        return _busy_at(op, counts, tiling, target, 1)
     axis = op.split_axis
     count, last = tiling[axis]
     shares = {(-(-(count - p) // lnc), last if (count - 1) % lnc == p else op.tiles[axis])
@@ -296,7 +290,7 @@ def fast(op: Blocked, dims: tuple[int, ...], target: str, lnc: int = 1) -> Timed
     if clipped == counts:  # no larger than the grids it would be extrapolated from
         return exact(op, dims, target, lnc)
     busy = _busy_at(op, counts, tiling, target, lnc)
-    busiest = _busiest_core(op, counts, tiling, target, lnc)
+    busiest = busy if lnc == 1 else _busiest_core(op, counts, tiling, target, lnc)
     large = exact(op, _dims_at(clipped, tiling, op.tiles), target, lnc)
     seconds = max(busiest.values()) + large.seconds - max(large.busiest.values())
     if smaller is not None:
@@ -306,7 +300,7 @@ def fast(op: Blocked, dims: tuple[int, ...], target: str, lnc: int = 1) -> Timed
         if large.busiest[bound] > small.busiest[bound]:
             slope = (large.seconds - small.seconds) / (large.busiest[bound] - small.busiest[bound])
         seconds = max(seconds, large.seconds + max(slope, 0.0) * (busiest[bound] - large.busiest[bound]))
-    return Timed(seconds, busy, lnc, busiest)
+    return Timed(seconds, busy, busiest, lnc)
 
 
 current_runtime().on_reset(exact.cache_clear)  # the caches are the runtime's: reset empties them
