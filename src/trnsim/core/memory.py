@@ -395,12 +395,12 @@ class View:
         pairs = tuple(zip(self.strides, self.shape, strict=False))  # always equal lengths: no check
         item_bytes = element.numpy.itemsize
         if buffer.memory is Memory.HBM:
-            return Region(buffer.memory, buffer.id, buffer.name, buffer.address_bytes, 0, 1, pairs,
+            return Region(buffer.id, buffer.name, buffer.memory, buffer.address_bytes, 0, 1, pairs,
                           self.offset, element.name, item_bytes)
         row = buffer.row_bytes // item_bytes
         start, free_offset = divmod(self.offset, row) if row else (0, self.offset)
         count = self.shape[0] if self.shape else 1
-        return Region(buffer.memory, buffer.id, buffer.name, buffer.address_bytes,
+        return Region(buffer.id, buffer.name, buffer.memory, buffer.address_bytes,
                       start + buffer.base_partition, count, pairs[1:], free_offset, element.name, item_bytes)
 
 

@@ -160,9 +160,9 @@ class _Plan:
     def _spill_dma(self, tile: _Tile, index: int, store: bool) -> Instruction:
         """A DMA between the tile's bytes on chip and its spill slot in HBM (raw bytes both sides)."""
         size, partitions = tile.placement.size_bytes, tile.placement.partitions
-        on_chip = Region(self.memory, tile.id, tile.name, tile.address, partitions.start, len(partitions),
+        on_chip = Region(tile.id, tile.name, self.memory, tile.address, partitions.start, len(partitions),
                          ((1, size),), 0, "uint8", 1)
-        in_hbm = Region(Memory.HBM, -1 - tile.id, f"spill:{tile.name}", 0, 0, 1,
+        in_hbm = Region(-1 - tile.id, f"spill:{tile.name}", Memory.HBM, 0, 0, 1,
                         ((size, len(partitions)), (1, size)), 0, "uint8", 1)
         outputs, inputs = ((in_hbm,), (on_chip,)) if store else ((on_chip,), (in_hbm,))
         kind = "store" if store else "reload"
@@ -188,7 +188,7 @@ class _Plan:
             tile = self.tiles.get(region.buffer) if region.memory is self.memory else None
             if tile is not None and tile.address != region.address_bytes:
                 moved = moved or list(regions)
-                moved[k] = Region(region.memory, region.buffer, region.name, tile.address, *region[4:])
+                moved[k] = region._replace(address_bytes=tile.address)
         return regions if moved is None else tuple(moved)
 
     def _full(self, tile: _Tile, index: int) -> CapacityError:

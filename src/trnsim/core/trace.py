@@ -34,9 +34,9 @@ class Region(NamedTuple):
     A NamedTuple rather than a frozen dataclass: one is built per operand of every instruction,
     and a tuple is built about 4x faster."""
 
-    memory: Memory
     buffer: int
     name: str
+    memory: Memory  # from here on: the layout (`region[2:]`), what the timing model keys on
     address_bytes: int
     partition_start: int
     partition_count: int

@@ -13,7 +13,6 @@ a write drops the earlier boxes it covers, so a tile used over and over keeps it
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from operator import attrgetter
 
 from trnsim.core.isa import Memory
 from trnsim.core.trace import Region
@@ -132,9 +131,6 @@ class _Boxes(list):
             del self[k]
 
 
-_REGION_KEY = attrgetter("address_bytes", "offset", "pattern", "dtype_bytes", "partition_start",
-                         "partition_count", "dtype", "memory")
-"""Everything an operand's box and shape depend on, fetched in one call (it is the hot path)."""
 
 
 class HazardTracker:
@@ -164,24 +160,29 @@ class HazardTracker:
         # Two plain loops, not one over inputs + outputs, and the one-box case of `latest`
         # written out: this is the scheduler's hot path.
         for region in ins.inputs:
-            box, shape = known.get(_REGION_KEY(region)) or self._learn(region)
+            box, shape = known.get(region[2:]) or self._learn(region)
             writes, reads = tracks.get(region.buffer) or _track(tracks, region.buffer)
             shapes.append(shape)
             found.append((writes, reads, box, False))
             if writes:
                 if len(writes) == 1:
                     item = writes[0]
-                    if item[2] > ready_s and overlaps(item[1], box):
+                    if item[2] > ready_s and (item[1] == box or overlaps(item[1], box)):
                         ready_s, blocker = item[2], item[3]
                 else:
                     ready_s, blocker = writes.latest(box, ready_s, blocker)
         for region in ins.outputs:
-            box, shape = known.get(_REGION_KEY(region)) or self._learn(region)
+            box, shape = known.get(region[2:]) or self._learn(region)
             writes, reads = tracks.get(region.buffer) or _track(tracks, region.buffer)
             shapes.append(shape)
             found.append((writes, reads, box, True))
             if writes:
-                ready_s, blocker = writes.latest(box, ready_s, blocker)
+                if len(writes) == 1:
+                    item = writes[0]
+                    if item[2] > ready_s and (item[1] == box or overlaps(item[1], box)):
+                        ready_s, blocker = item[2], item[3]
+                else:
+                    ready_s, blocker = writes.latest(box, ready_s, blocker)
             if reads:
                 ready_s, blocker = reads.latest(box, ready_s, blocker)
         return tuple(shapes), found, ready_s, blocker
@@ -190,7 +191,7 @@ class HazardTracker:
         """Box and shape id of an operand seen for the first time."""
         shape = (region.memory, region.partition_count, region.pattern, region.dtype,
                  region.dtype_bytes)
-        info = self.regions[_REGION_KEY(region)] = (
+        info = self.regions[region[2:]] = (
             region_box(region), self.shapes.setdefault(shape, len(self.shapes)))
         return info
 
