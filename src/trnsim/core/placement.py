@@ -188,7 +188,7 @@ class _Plan:
             tile = self.tiles.get(region.buffer) if region.memory is self.memory else None
             if tile is not None and tile.address != region.address_bytes:
                 moved = moved or list(regions)
-                moved[k] = region._replace(address_bytes=tile.address)
+                moved[k] = Region(*region[:3], tile.address, *region[4:])  # the address is field 3
         return regions if moved is None else tuple(moved)
 
     def _full(self, tile: _Tile, index: int) -> CapacityError:
