@@ -61,7 +61,6 @@ from trnsim.core.memory import View
 from trnsim.core.trace import Instruction
 
 SEGMENT_MATMULS = 512
-FIRST_SEGMENT_MATMULS = 64
 """A segment holding this many matmuls runs at the next chain boundary (a matmul after a
 non-matmul). 512 matmuls of 128 x 128 x 512 are ~8 GFLOP: enough chains to keep every worker
 busy, memory stays bounded (measured with one GEMM per grid, on the 2-core project machine with
@@ -86,7 +85,6 @@ class DeferredQueue:
         self.touched: set[int] = set()  # ... or read
         self.matmuls = 0  # queued matmuls
         self.running: Segment | None = None  # the previous segment, running on its own thread
-        self.limit = FIRST_SEGMENT_MATMULS
 
     def __bool__(self) -> bool:
         """Whether any instruction has not run yet (queued, or in the segment still running)."""
@@ -102,7 +100,7 @@ class DeferredQueue:
         if is_matmul:
             conflict = (any(v.storage.id in self.written for v in inputs)
                         or any(v.storage.id in self.touched for v in outputs))
-            full = self.matmuls >= self.limit and self.entries[-1].ins.opcode is not Opcode.MATMUL
+            full = self.matmuls >= SEGMENT_MATMULS and self.entries[-1].ins.opcode is not Opcode.MATMUL
             if conflict or full:
                 self.hand_off()
             self.matmuls += 1
@@ -135,7 +133,6 @@ class DeferredQueue:
         next segment (its checks and trace, in Python) while this one's GEMMs run. Segments still
         run one after another, in issue order: the next starts only once this one is done."""
         self.wait()
-        self.limit = min(2 * self.limit, SEGMENT_MATMULS)
         self.running = Segment(self._take(), self._run)
 
     def wait(self) -> None:
