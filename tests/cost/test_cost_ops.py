@@ -52,6 +52,19 @@ def test_fast_matmul_with_a_short_contraction_follows_its_column_tiles(shape, dt
     assert fast.seconds == pytest.approx(exact.seconds, rel=0.02)
 
 
+@pytest.mark.parametrize(("shape", "rows"), [((1280, 4096, 512), [[8, 32, 1], [4, 32, 1]]),
+                                            ((2048, 4096, 1024), [[8, 32, 2], [4, 32, 2]])])
+def test_fast_matmul_with_few_column_tiles_follows_whole_rows(shape, rows):
+    """Each column tile starts by loading its moving block, one tile per contraction step, while
+    TensorE waits: a fill that grows with the contraction, which the one grid cut (fp8: 10% and
+    5% short)."""
+    counts = [n for n, _last in blocked._tiling(shape, (128, 128, 512))]
+    assert list(blocked._grids(cost.ops._matmul_op("float8_e4m3", (128, 128, 512)), counts, 1, 16)) == rows
+    fast = cost.matmul(*shape, dtype="float8_e4m3")
+    exact = cost.matmul(*shape, dtype="float8_e4m3", tier="exact")
+    assert fast.seconds == pytest.approx(exact.seconds, rel=0.02)
+
+
 @pytest.mark.parametrize("shape", [(128, 128, 1025), (1000, 128, 1536), (1, 1792, 4096)])
 def test_fast_matmul_traces_a_grid_no_larger_than_its_extrapolation_whole(shape):
     """Two grids of column tiles were traced even where the full grid is smaller than both, and

@@ -22,6 +22,13 @@ contraction loads its few tiles, multiplies and stores, and its busiest engine (
 fixed share of every iteration for the stores' data, so its latency grows by a fixed time per
 iteration, not by its busy time; the fill and drain of a grid clipped along every axis missed
 that by up to 21% (docs/timing.md).
+
+When that outer loop has only a few iterations and the one grid would be clipped, a kernel that
+names the loop inside it (`Blocked.rows`: a matmul's output row tiles) is measured along that
+loop instead: ROW_GRID whole rows and half as many, the other axes in full. Each column tile of a
+matmul starts by loading its moving block, K tiles of it, while TensorE waits, so the fill grows
+with the contraction; a grid that cuts the contraction misses it (fp8 (1792, 7828, 512) came out
+10% short).
 """
 
 from __future__ import annotations
@@ -53,6 +60,14 @@ OUTER_CLIP_TILES = 1024
 """The most tiles in the larger of the two grids of whole outer-loop iterations (`_outer_grids`):
 at 512, fp8 matmuls whose column tiles were 171-256 tiles each (two fit, then one) came out up to
 10% over the exact tier; at 1024, 48 shapes of that band were within 3% (docs/timing.md)."""
+ROW_GRID = 8
+"""Rows in the larger of the two grids of whole rows (`_row_grids`); the smaller has half. From 4
+and 2 rows the slope still held the first row's fill: the misses stayed (docs/timing.md)."""
+FEW_OUTER = 4
+"""The most outer-loop iterations (a matmul's column tiles) for which rows are measured instead."""
+ROW_CLIP_TILES = 1024
+"""The most tiles in the larger grid of whole rows: beyond it (a contraction of 64 tiles over 3-4
+column tiles) the two grids would take about half a second to trace, and the one grid is used."""
 STREAM_CLIP_TILES = 64
 """The same for one-axis grids (elementwise passes, copies), whose steady state comes sooner, plus
 the full grid's remainder of tiles over one per DMA queue of every core: the clipped grid then
@@ -78,6 +93,10 @@ class Blocked:
     """The axis of the kernel's outermost loop, whose iterations do the same work over the other
     axes (but the last, which may be a partial tile): the fast tier measures a slope along it
     when two grids of whole iterations fit (`_outer_grids`)."""
+    rows: int | None = None
+    """The axis of the loop just inside the outer one, each of whose iterations runs the remaining
+    inner axes in full: the fast tier measures a slope along it when the outer loop has few
+    iterations (`_row_grids`)."""
 
     @property
     def split_axis(self) -> int:
@@ -239,6 +258,19 @@ def _outer_grids(op: Blocked, counts: list[int], lnc: int) -> tuple[list[int], l
             [shorter if axis == op.outer else n for axis, n in enumerate(counts)])
 
 
+def _row_grids(op: Blocked, counts: list[int], lnc: int) -> tuple[list[int], list[int]] | None:
+    """Two grids of ROW_GRID and ROW_GRID / 2 whole rows, every other axis in full; None unless the
+    kernel names its rows, runs on one core, has at most FEW_OUTER outer iterations and more than
+    ROW_GRID rows, and the larger grid fits ROW_CLIP_TILES."""
+    if op.rows is None or op.outer is None or lnc != 1 or counts[op.outer] > FEW_OUTER:
+        return None
+    per_row = math.prod(counts) // counts[op.rows]
+    if counts[op.rows] <= ROW_GRID or ROW_GRID * per_row > ROW_CLIP_TILES:
+        return None
+    return ([ROW_GRID if axis == op.rows else n for axis, n in enumerate(counts)],
+            [ROW_GRID // 2 if axis == op.rows else n for axis, n in enumerate(counts)])
+
+
 def _grids(op: Blocked, counts: list[int], lnc: int, wave: int) -> tuple[list[int], list[int] | None]:
     """The grid the fast tier traces, and the smaller one it measures a slope against (None: the
     first grid's fill and drain is added to the full grid's busiest engine, without a slope).
@@ -247,7 +279,12 @@ def _grids(op: Blocked, counts: list[int], lnc: int, wave: int) -> tuple[list[in
     if outer is not None:
         return (counts, None) if sum(map(math.prod, outer)) >= math.prod(counts) else outer
     clipped = _clipped_counts(op, counts, lnc, wave)
-    if not _measures_slope(op, lnc) or clipped == counts:
+    if clipped == counts:
+        return counts, None
+    rows = _row_grids(op, counts, lnc)
+    if rows is not None:
+        return rows
+    if not _measures_slope(op, lnc):
         return clipped, None
     return clipped, _halved(op, clipped, counts, wave, lnc)
 

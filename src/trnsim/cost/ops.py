@@ -73,11 +73,11 @@ def _matmul_tiles(target: str) -> tuple[int, int, int]:
 @functools.cache
 def _matmul_op(dtype: str, tiles: tuple[int, int, int]) -> Blocked:
     """C[m, n] = A[m, k] @ B[k, n]: the kernel takes A transposed, lhsT[k, m], and B[k, n]. Its
-    outermost loop walks the column tiles of C (n)."""
+    outermost loop walks the column tiles of C (n), the loop inside it the row tiles (m)."""
     def args(dims):
         m, k, n = dims
         return TensorSpec((k, m), dtype), TensorSpec((k, n), dtype)
-    return Blocked("matmul", tiles, args, outer=2)
+    return Blocked("matmul", tiles, args, outer=2, rows=0)
 
 
 @functools.cache

@@ -12,7 +12,7 @@ from pathlib import Path
 
 DATA = Path(__file__).with_name("data")
 
-TRAIN_TIME_FACTOR = {"NeuronCore-v2": 0.7427}
+TRAIN_TIME_FACTOR = {"NeuronCore-v2": 0.7356}
 """Whole-step op time / the sum of the cost library's per-op times (compiler scheduling, fusion,
 host gaps), by NeuronCore generation."""
 PREFILL_TIME_FACTOR = {"NeuronCore-v2": 0.6074, "NeuronCore-v3": 2.1751}
