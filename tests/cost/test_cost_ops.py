@@ -65,6 +65,22 @@ def test_fast_matmul_with_few_column_tiles_follows_whole_rows(shape, rows):
     assert fast.seconds == pytest.approx(exact.seconds, rel=0.02)
 
 
+def test_fast_matmul_at_lnc2_follows_whole_rows_with_each_core_its_column_tiles():
+    """fp8 (1536, 6300, 648) at LNC=2: two column tiles, one per core, 50 contraction tiles; the
+    grids of clipped rows and contraction came out 10% short."""
+    fast = cost.matmul(1536, 6300, 648, dtype="float8_e4m3", lnc=2)
+    exact = cost.matmul(1536, 6300, 648, dtype="float8_e4m3", lnc=2, tier="exact")
+    assert fast.seconds == pytest.approx(exact.seconds, rel=0.02)
+
+
+def test_a_matmul_whose_one_grid_keeps_its_contraction_keeps_the_one_grid():
+    """bf16 (6912, 541, 1536) at LNC=2 (5 contraction tiles): the one grid cuts only rows, and
+    grids of whole rows put it 7% over."""
+    counts = [54, 5, 3]
+    op = cost.ops._matmul_op("bfloat16", (128, 128, 512))
+    assert blocked._row_grids(op, counts, blocked._clipped_counts(op, counts, 2, 32)) is None
+
+
 @pytest.mark.parametrize("shape", [(128, 128, 1025), (1000, 128, 1536), (1, 1792, 4096)])
 def test_fast_matmul_traces_a_grid_no_larger_than_its_extrapolation_whole(shape):
     """Two grids of column tiles were traced even where the full grid is smaller than both, and

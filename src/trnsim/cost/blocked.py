@@ -23,12 +23,12 @@ fixed share of every iteration for the stores' data, so its latency grows by a f
 iteration, not by its busy time; the fill and drain of a grid clipped along every axis missed
 that by up to 21% (docs/timing.md).
 
-When that outer loop has only a few iterations and the one grid would be clipped, a kernel that
-names the loop inside it (`Blocked.rows`: a matmul's output row tiles) is measured along that
-loop instead: ROW_GRID whole rows and half as many, the other axes in full. Each column tile of a
-matmul starts by loading its moving block, K tiles of it, while TensorE waits, so the fill grows
-with the contraction; a grid that cuts the contraction misses it (fp8 (1792, 7828, 512) came out
-10% short).
+When that outer loop has only a few iterations and the one grid would cut an axis inside the
+loop within it, a kernel that names that loop (`Blocked.rows`: a matmul's output row tiles) is
+measured along it instead, on one core or two: ROW_GRID whole rows and half as many, the other
+axes in full. Each column tile of a matmul starts by loading its moving block, K tiles of it,
+while TensorE waits, so the fill grows with the contraction; a grid that cuts the contraction
+misses it (fp8 (1792, 7828, 512) came out 10% short).
 """
 
 from __future__ import annotations
@@ -258,11 +258,14 @@ def _outer_grids(op: Blocked, counts: list[int], lnc: int) -> tuple[list[int], l
             [shorter if axis == op.outer else n for axis, n in enumerate(counts)])
 
 
-def _row_grids(op: Blocked, counts: list[int], lnc: int) -> tuple[list[int], list[int]] | None:
+def _row_grids(op: Blocked, counts: list[int], clipped: list[int]) -> tuple[list[int], list[int]] | None:
     """Two grids of ROW_GRID and ROW_GRID / 2 whole rows, every other axis in full; None unless the
-    kernel names its rows, runs on one core, has at most FEW_OUTER outer iterations and more than
-    ROW_GRID rows, and the larger grid fits ROW_CLIP_TILES."""
-    if op.rows is None or op.outer is None or lnc != 1 or counts[op.outer] > FEW_OUTER:
+    kernel names its rows, has at most FEW_OUTER outer iterations and more than ROW_GRID rows, the
+    one grid (`clipped`) would cut an axis inside the rows, and the larger grid fits
+    ROW_CLIP_TILES. The outer axis stays whole, so under LNC=2 each core keeps its share."""
+    if op.rows is None or op.outer is None or counts[op.outer] > FEW_OUTER:
+        return None
+    if all(clipped[axis] == n for axis, n in enumerate(counts) if axis != op.rows):
         return None
     per_row = math.prod(counts) // counts[op.rows]
     if counts[op.rows] <= ROW_GRID or ROW_GRID * per_row > ROW_CLIP_TILES:
@@ -281,7 +284,7 @@ def _grids(op: Blocked, counts: list[int], lnc: int, wave: int) -> tuple[list[in
     clipped = _clipped_counts(op, counts, lnc, wave)
     if clipped == counts:
         return counts, None
-    rows = _row_grids(op, counts, lnc)
+    rows = _row_grids(op, counts, clipped)
     if rows is not None:
         return rows
     if not _measures_slope(op, lnc):
