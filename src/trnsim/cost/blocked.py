@@ -23,12 +23,13 @@ fixed share of every iteration for the stores' data, so its latency grows by a f
 iteration, not by its busy time; the fill and drain of a grid clipped along every axis missed
 that by up to 21% (docs/timing.md).
 
-When that outer loop has only a few iterations and the one grid would cut an axis inside the
-loop within it, a kernel that names that loop (`Blocked.rows`: a matmul's output row tiles) is
-measured along it instead, on one core or two: ROW_GRID whole rows and half as many, the other
-axes in full. Each column tile of a matmul starts by loading its moving block, K tiles of it,
-while TensorE waits, so the fill grows with the contraction; a grid that cuts the contraction
-misses it (fp8 (1792, 7828, 512) came out 10% short).
+When that outer loop has only a few iterations and the one grid would cut an axis other than the
+loop inside it, a kernel that names that loop (`Blocked.rows`: a matmul's output row tiles) is
+measured along it instead, on one core or two: ROW_GRID and ROW_GRID_SMALL whole rows, the other
+axes in full (or the full grid, when it is no larger than those two). Each column tile of a
+matmul starts by loading its moving block, K tiles of it, while TensorE waits, so the fill grows
+with the contraction; a grid that cuts the contraction misses it (fp8 (1792, 7828, 512) came out
+10% short).
 """
 
 from __future__ import annotations
@@ -61,13 +62,17 @@ OUTER_CLIP_TILES = 1024
 at 512, fp8 matmuls whose column tiles were 171-256 tiles each (two fit, then one) came out up to
 10% over the exact tier; at 1024, 48 shapes of that band were within 3% (docs/timing.md)."""
 ROW_GRID = 8
-"""Rows in the larger of the two grids of whole rows (`_row_grids`); the smaller has half. From 4
-and 2 rows the slope still held the first row's fill: the misses stayed (docs/timing.md)."""
+"""Rows in the larger of the two grids of whole rows (`_row_grids`)."""
+ROW_GRID_SMALL = 6
+"""Rows in the smaller one. From 4 rows the slope still held some of the first rows' fill: fp8
+misses stayed with 4 and 2, and bf16 on trn3 came out up to 14% over with 8 and 4
+(docs/timing.md)."""
 FEW_OUTER = 4
 """The most outer-loop iterations (a matmul's column tiles) for which rows are measured instead."""
-ROW_CLIP_TILES = 1024
-"""The most tiles in the larger grid of whole rows: beyond it (a contraction of 64 tiles over 3-4
-column tiles) the two grids would take about half a second to trace, and the one grid is used."""
+ROW_CLIP_TILES = 2048
+"""The most tiles in the larger grid of whole rows: with the contraction and four column tiles
+of an 8192-wide matmul, the two grids take about half a second to trace; beyond it the one
+grid is used."""
 STREAM_CLIP_TILES = 64
 """The same for one-axis grids (elementwise passes, copies), whose steady state comes sooner, plus
 the full grid's remainder of tiles over one per DMA queue of every core: the clipped grid then
@@ -259,19 +264,18 @@ def _outer_grids(op: Blocked, counts: list[int], lnc: int) -> tuple[list[int], l
 
 
 def _row_grids(op: Blocked, counts: list[int], clipped: list[int]) -> tuple[list[int], list[int]] | None:
-    """Two grids of ROW_GRID and ROW_GRID / 2 whole rows, every other axis in full; None unless the
-    kernel names its rows, has at most FEW_OUTER outer iterations and more than ROW_GRID rows, the
-    one grid (`clipped`) would cut an axis inside the rows, and the larger grid fits
-    ROW_CLIP_TILES. The outer axis stays whole, so under LNC=2 each core keeps its share."""
+    """Two grids of ROW_GRID and ROW_GRID_SMALL whole rows, every other axis in full; None unless
+    the kernel names its rows, has at most FEW_OUTER outer iterations, the one grid (`clipped`)
+    would cut an axis other than the rows, and the larger grid fits ROW_CLIP_TILES. The outer
+    axis stays whole, so under LNC=2 each core keeps its share."""
     if op.rows is None or op.outer is None or counts[op.outer] > FEW_OUTER:
         return None
     if all(clipped[axis] == n for axis, n in enumerate(counts) if axis != op.rows):
         return None
-    per_row = math.prod(counts) // counts[op.rows]
-    if counts[op.rows] <= ROW_GRID or ROW_GRID * per_row > ROW_CLIP_TILES:
+    if ROW_GRID * math.prod(counts) // counts[op.rows] > ROW_CLIP_TILES:
         return None
     return ([ROW_GRID if axis == op.rows else n for axis, n in enumerate(counts)],
-            [ROW_GRID // 2 if axis == op.rows else n for axis, n in enumerate(counts)])
+            [ROW_GRID_SMALL if axis == op.rows else n for axis, n in enumerate(counts)])
 
 
 def _grids(op: Blocked, counts: list[int], lnc: int, wave: int) -> tuple[list[int], list[int] | None]:
@@ -286,7 +290,7 @@ def _grids(op: Blocked, counts: list[int], lnc: int, wave: int) -> tuple[list[in
         return counts, None
     rows = _row_grids(op, counts, clipped)
     if rows is not None:
-        return rows
+        return (counts, None) if sum(map(math.prod, rows)) >= math.prod(counts) else rows
     if not _measures_slope(op, lnc):
         return clipped, None
     return clipped, _halved(op, clipped, counts, wave, lnc)
