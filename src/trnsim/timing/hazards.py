@@ -131,8 +131,6 @@ class _Boxes(list):
             del self[k]
 
 
-
-
 class HazardTracker:
     """Read-after-write, write-after-read and write-after-write waits over a whole trace.
 
