@@ -74,7 +74,7 @@ class _Boxes(list):
         else (ready_s, blocker) unchanged. The end is compared first: it is the cheaper test."""
         if len(self) == 1:
             item = self[0]
-            if item[2] > ready_s and overlaps(item[1], box):
+            if item[2] > ready_s and (item[1] == box or overlaps(item[1], box)):
                 return item[2], item[3]
             return ready_s, blocker
         stop = bisect_right(self.starts, box[1])
@@ -155,8 +155,8 @@ class HazardTracker:
         """
         known, tracks = self.regions, self.tracks[core]
         shapes, found, ready_s, blocker = [len(ins.inputs)], [], 0.0, -1
-        # Two plain loops, not one over inputs + outputs, and the one-box case of `latest`
-        # written out: this is the scheduler's hot path.
+        # Two plain loops, not one over inputs + outputs, and the inputs' one-box case of
+        # `latest` written out: this is the scheduler's hot path.
         for region in ins.inputs:
             box, shape = known.get(region[2:]) or self._learn(region)
             writes, reads = tracks.get(region.buffer) or _track(tracks, region.buffer)
@@ -175,12 +175,7 @@ class HazardTracker:
             shapes.append(shape)
             found.append((writes, reads, box, True))
             if writes:
-                if len(writes) == 1:
-                    item = writes[0]
-                    if item[2] > ready_s and (item[1] == box or overlaps(item[1], box)):
-                        ready_s, blocker = item[2], item[3]
-                else:
-                    ready_s, blocker = writes.latest(box, ready_s, blocker)
+                ready_s, blocker = writes.latest(box, ready_s, blocker)
             if reads:
                 ready_s, blocker = reads.latest(box, ready_s, blocker)
         return tuple(shapes), found, ready_s, blocker
