@@ -92,6 +92,26 @@ def test_a_matmul_whose_one_grid_keeps_its_contraction_keeps_the_one_grid():
     assert blocked._row_grids(op, counts, blocked._clipped_counts(op, counts, 2, 32)) is None
 
 
+def test_fast_matmul_at_lnc2_takes_whole_column_tiles_where_one_core_holds_few():
+    """fp8 (1024, 7552, 3446) at LNC=2: 59 contraction tiles by 8 rows make a column tile 472
+    tiles, so OUTER_CLIP_TILES held no two grids of whole ones; the grid clipped along every axis
+    halved the contraction for its slope and came out 6% short."""
+    op = cost.ops._matmul_op("float8_e4m3", (128, 128, 512))
+    assert blocked._outer_grids(op, [8, 59, 7], 2) == ([8, 59, 5], [8, 59, 3])  # 2360 and 1416 tiles
+    fast = cost.matmul(1024, 7552, 3446, dtype="float8_e4m3", lnc=2)
+    exact = cost.matmul(1024, 7552, 3446, dtype="float8_e4m3", lnc=2, tier="exact")
+    assert fast.seconds == pytest.approx(exact.seconds, rel=0.02)
+
+
+@pytest.mark.parametrize(("shape", "lnc"), [((1166, 625, 2406), 2), ((1152, 5376, 1537), 1)])
+def test_fast_matmul_prefers_rows_then_a_small_grid_whole_to_few_column_tiles(shape, lnc):
+    """fp8 (1166, 625, 2406) at LNC=2 has 250 tiles, and grids of 3 and 1 of its 5 column tiles
+    put it 5.1% over; fp8 (1152, 5376, 1537) at one core (4 column tiles, 9 rows) was measured
+    on 2 and 1 column tiles before its rows were looked at, and came out 5.5% short."""
+    assert cost.matmul(*shape, dtype="float8_e4m3", lnc=lnc).seconds == \
+        cost.matmul(*shape, dtype="float8_e4m3", lnc=lnc, tier="exact").seconds
+
+
 @pytest.mark.parametrize("shape", [(128, 128, 1025), (1000, 128, 1536), (1, 1792, 4096)])
 def test_fast_matmul_traces_a_grid_no_larger_than_its_extrapolation_whole(shape):
     """Two grids of column tiles were traced even where the full grid is smaller than both, and

@@ -61,6 +61,11 @@ OUTER_CLIP_TILES = 1024
 """The most tiles in the larger of the two grids of whole outer-loop iterations (`_outer_grids`):
 at 512, fp8 matmuls whose column tiles were 171-256 tiles each (two fit, then one) came out up to
 10% over the exact tier; at 1024, 48 shapes of that band were within 3% (docs/timing.md)."""
+LNC2_OUTER_CLIP_TILES = 4096
+"""The same on a logical core of two, when OUTER_CLIP_TILES does not hold two grids (each core
+runs half of a grid's iterations). Such matmuls were otherwise measured on a grid clipped along
+every axis, and its slope missed by up to 10% (bf16 (6827, 529, 8151): +10.0%); at one core the
+clipped grid's fill and drain, with no slope, stays within 5% (docs/timing.md)."""
 ROW_GRID = 8
 """Rows in the larger of the two grids of whole rows (`_row_grids`)."""
 ROW_GRID_SMALL = 6
@@ -246,7 +251,8 @@ def _halved(op: Blocked, clipped: list[int], counts: list[int], wave: int, lnc: 
 
 def _outer_grids(op: Blocked, counts: list[int], lnc: int) -> tuple[list[int], list[int]] | None:
     """Two grids of whole iterations of the kernel's outer loop, every other axis in full: as
-    many iterations as OUTER_CLIP_TILES holds, and about half as many; None when no outer loop is
+    many iterations as OUTER_CLIP_TILES holds (LNC2_OUTER_CLIP_TILES on a logical core of two,
+    where that does not hold two grids), and about half as many; None when no outer loop is
     named or not two such grids fit below the full one. On a logical core of two, whose programs
     take the outer loop's iterations in turn, both grids keep the full loop's parity, so that
     the core with one iteration more runs the last (partial) tile in all three alike."""
@@ -254,13 +260,14 @@ def _outer_grids(op: Blocked, counts: list[int], lnc: int) -> tuple[list[int], l
         return None
     total = counts[op.outer]
     per_iteration = math.prod(counts) // total
-    longer = min(total - lnc, OUTER_CLIP_TILES // per_iteration)
-    longer -= (longer - total) % lnc  # lowered to the full loop's parity
-    shorter = _same_parity(longer // 2, total, lnc)
-    if not 1 <= shorter < longer:
-        return None
-    return ([longer if axis == op.outer else n for axis, n in enumerate(counts)],
-            [shorter if axis == op.outer else n for axis, n in enumerate(counts)])
+    for budget in (OUTER_CLIP_TILES, LNC2_OUTER_CLIP_TILES)[:lnc]:
+        longer = min(total - lnc, budget // per_iteration)
+        longer -= (longer - total) % lnc  # lowered to the full loop's parity
+        shorter = _same_parity(longer // 2, total, lnc)
+        if 1 <= shorter < longer:
+            return ([longer if axis == op.outer else n for axis, n in enumerate(counts)],
+                    [shorter if axis == op.outer else n for axis, n in enumerate(counts)])
+    return None
 
 
 def _row_grids(op: Blocked, counts: list[int], clipped: list[int]) -> tuple[list[int], list[int]] | None:
@@ -281,17 +288,16 @@ def _row_grids(op: Blocked, counts: list[int], clipped: list[int]) -> tuple[list
 def _grids(op: Blocked, counts: list[int], lnc: int, wave: int) -> tuple[list[int], list[int] | None]:
     """The grid the fast tier traces, and the smaller one it measures a slope against (None: the
     first grid's fill and drain is added to the full grid's busiest engine, without a slope).
-    The full grid itself when it is no larger than the grids it would be extrapolated from."""
-    outer = _outer_grids(op, counts, lnc)
-    if outer is not None:
-        return (counts, None) if sum(map(math.prod, outer)) >= math.prod(counts) else outer
+    Whole rows come first (a matmul of few column tiles: `_row_grids`), then whole outer-loop
+    iterations (`_outer_grids`), then the one clipped grid. The full grid itself when it is no
+    larger than the grids it would be extrapolated from, or than SLOPE_CLIP_TILES, as a clipped
+    grid would be (fp8 (1166, 625, 2406) at LNC=2, 250 tiles: 5.1% over from 3 and 1 columns)."""
     clipped = _clipped_counts(op, counts, lnc, wave)
-    if clipped == counts:
-        return counts, None
-    rows = _row_grids(op, counts, clipped)
-    if rows is not None:
-        return (counts, None) if sum(map(math.prod, rows)) >= math.prod(counts) else rows
-    if not _measures_slope(op, lnc):
+    whole = _row_grids(op, counts, clipped) or _outer_grids(op, counts, lnc)
+    if whole is not None:
+        smallest = max(sum(map(math.prod, whole)), SLOPE_CLIP_TILES)
+        return (counts, None) if smallest >= math.prod(counts) else whole
+    if clipped == counts or not _measures_slope(op, lnc):
         return clipped, None
     return clipped, _halved(op, clipped, counts, wave, lnc)
 
