@@ -16,12 +16,12 @@ the core with the odd tile decides the latency, so every formula takes that core
 (`_busiest_core`), not the average over both.
 
 A kernel that names its outermost loop (`Blocked.outer`: a matmul's output column tiles) is
-measured along it when two grids of whole iterations of that loop fit OUTER_CLIP_TILES: as many
-iterations as fit and about half as many, every other axis in full. An iteration of a short
-contraction loads its few tiles, multiplies and stores, and its busiest engine (DMA) waits a
-fixed share of every iteration for the stores' data, so its latency grows by a fixed time per
-iteration, not by its busy time; the fill and drain of a grid clipped along every axis missed
-that by up to 21% (docs/timing.md).
+measured along it when two grids of whole iterations of that loop fit OUTER_CLIP_TILES (at LNC=2,
+LNC2_OUTER_CLIP_TILES): as many iterations as fit and about half as many, every other axis in
+full. An iteration of a short contraction loads its few tiles, multiplies and stores, and its
+busiest engine (DMA) waits a fixed share of every iteration for the stores' data, so its latency
+grows by a fixed time per iteration, not by its busy time; the fill and drain of a grid clipped
+along every axis missed that by up to 21% (docs/timing.md).
 
 When that outer loop has only a few iterations and the one grid would cut an axis other than the
 loop inside it, a kernel that names that loop (`Blocked.rows`: a matmul's output row tiles) is
