@@ -16,8 +16,9 @@ both run. Prints one JSON object.
   the fast tier extrapolates. Goal: every one within 5%.
 * `random_matmuls` (with `--random N`): the same on N random bf16 and fp8 matmul shapes (seeded;
   each takes seconds to trace exactly): mean and largest error, and how many are over 5%. The
-  default seed, 107, drew its shapes after the fast tier's rules were fixed (2026-11-28); seeds
-  7, 23, 41, 61 and 83 were looked at while choosing them (docs/timing.md).
+  default seed, 139, drew its shapes after the fast tier's rules were last changed (2026-11-28,
+  tenth session); seeds 7, 23, 41, 61, 83 and 107 were looked at while choosing them
+  (docs/timing.md).
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ def main() -> None:
     parser.add_argument("--skip-exact", action="store_true", help="skip the fast-vs-exact agreement")
     parser.add_argument("--random", type=int, default=0, metavar="N",
                         help="also check N random matmul shapes against the exact tier (minutes)")
-    parser.add_argument("--seed", type=int, default=107)
+    parser.add_argument("--seed", type=int, default=139)
     parser.add_argument("--fresh", type=int, default=5, metavar="N",
                         help="time the first call in N new processes too (default 5)")
     args = parser.parse_args()
