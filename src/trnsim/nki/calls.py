@@ -30,6 +30,8 @@ def _is_tile(value) -> bool:
 
 def _is_integer(value) -> bool:
     """An int, a numpy integer, or a VirtualRegister (its value is read when it is used)."""
+    if type(value) is int:  # the common case, without the abstract-class check
+        return True
     return (isinstance(value, Integral) and not isinstance(value, bool)) or hasattr(value, "read_value")
 
 
@@ -39,6 +41,8 @@ def _is_tile_or_number(value) -> bool:
 
 def _is_integers(value) -> bool:
     """An integer, or a tuple or list of them (axes, a shape)."""
+    if type(value) is tuple and all(type(item) is int for item in value):
+        return True
     return _is_integer(value) or (isinstance(value, tuple | list) and all(map(_is_integer, value)))
 
 
