@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import io
 import os
@@ -53,17 +54,16 @@ def _frozen(items: dict) -> MappingProxyType:
     return MappingProxyType(items)
 
 
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(field.name for field in dataclasses.fields(cls))
 
 
 def _spec(cls: type, values: tuple) -> object:
     """A frozen spec again, when a snapshot is read: its fields set directly, as its own
     `__setstate__` does, without listing the dataclass's fields again for every object."""
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = tuple(field.name for field in dataclasses.fields(cls))
     spec = object.__new__(cls)
-    for name, value in zip(names, values, strict=True):
+    for name, value in zip(_field_names(cls), values, strict=True):
         object.__setattr__(spec, name, value)
     return spec
 
