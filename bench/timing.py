@@ -9,7 +9,9 @@ instructions: DMAs, matmuls, copies), recorded once in trace-only mode. The base
 the same run and interleaved with the scheduler runs, is one bare pass over the same trace that
 reads every operand's allocation and partitions: the floor any per-instruction Python loop pays.
 Rates use the process's CPU time (medians of the repeats), since other jobs on a shared machine
-inflate wall time; the wall-clock rate is reported beside it.
+inflate wall time; the wall-clock rate is reported beside it. `compiled` lists the scheduler
+modules that ran compiled (setup.py builds them with Cython; TRNSIM_PYTHON_ONLY=1 runs them as
+Python, for comparison).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples")
 
 import matmul_tutorial as tutorial  # noqa: E402
 
+from trnsim import _native  # noqa: E402
 from trnsim.timing.schedule import schedule  # noqa: E402
 
 GOAL_PER_S = 200_000
@@ -89,6 +92,7 @@ def main(argv=None) -> int:
                      "value": round(baseline)},
         "ratio": round(rate / baseline, 4), "goal": f"value >= {GOAL_PER_S}",
         "wall_per_s": round(len(trace) / statistics.median(wall for wall, _ in scheduler)),
+        "compiled": _native.compiled(),
         "timing_only": timing_only_blocked(),
         "machine": machine(),
     }

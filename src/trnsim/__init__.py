@@ -1,5 +1,6 @@
 """trnsim: AWS Trainium in software. See README.md for the tour."""
 
+from trnsim import _native
 from trnsim.errors import (
     ArgumentError,
     CapacityError,
@@ -15,6 +16,8 @@ from trnsim.errors import (
 )
 
 __version__ = "0.1.0"
+
+_native.install()  # before any compiled module can be imported
 
 __all__ = [
     "CapacityError",

@@ -5,7 +5,8 @@
 
 Environment: TRNSIM_TARGET (default generation, e.g. "trn2"), TRNSIM_STRICT (1 = raise on reading
 uninitialised memory), TRNSIM_DEBUG (1 = keep full tracebacks in the CLI), TRNSIM_EAGER (1 = execute
-each kernel instruction when it is issued instead of deferring matmul segments; strict implies it).
+each kernel instruction when it is issued instead of deferring matmul segments; strict implies it),
+TRNSIM_PYTHON_ONLY (1 = run the modules setup.py compiles as Python: `trnsim._native`).
 XDG_CACHE_HOME places the cache directory (`cache_directory`).
 NKI's own NEURON_PLATFORM_TARGET_OVERRIDE is read by trnsim.nki, and
 NEURON_RT_STOCHASTIC_ROUNDING_EN / NEURON_RT_STOCHASTIC_ROUNDING_SEED by trnsim.numerics, where
@@ -35,7 +36,7 @@ class Settings:
     eager: bool = False
 
 
-def _env_flag(name: str) -> bool:
+def env_flag(name: str) -> bool:
     value = os.environ.get(name, "").strip().lower()
     if value in _TRUE:
         return True
@@ -47,8 +48,8 @@ def _env_flag(name: str) -> bool:
 def from_env() -> Settings:
     """Settings as the environment gives them, with defaults for what is not set."""
     return Settings(target=os.environ.get("TRNSIM_TARGET") or None,
-                    strict=_env_flag("TRNSIM_STRICT"), debug=_env_flag("TRNSIM_DEBUG"),
-                    eager=_env_flag("TRNSIM_EAGER"))
+                    strict=env_flag("TRNSIM_STRICT"), debug=env_flag("TRNSIM_DEBUG"),
+                    eager=env_flag("TRNSIM_EAGER"))
 
 
 _overrides: contextvars.ContextVar[tuple] = contextvars.ContextVar("trnsim_overrides", default=())

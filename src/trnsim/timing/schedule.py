@@ -91,8 +91,8 @@ class Timeline:
         return path[::-1]
 
 
-def lane_name(engine: Engine, core: int, queue: int | None = None) -> str:
-    """Track names: "tensor", "dma3"; with several logical cores "nc1.tensor"."""
+def lane_name(engine: Engine, core: int, queue: int | str | None = None) -> str:
+    """Track names: "tensor", "dma3", "dma_spill"; with several logical cores "nc1.tensor"."""
     name = engine.value if queue is None else f"{engine.value}{queue}"
     return name if core == 0 else f"nc{core}.{name}"
 
@@ -137,7 +137,7 @@ class _Lanes:
         self.last: list[int] = []
         self.dma_base: dict[int, int] = {}
 
-    def lane(self, engine: Engine, core: int, queue: int | None = None) -> int:
+    def lane(self, engine: Engine, core: int, queue: int | str | None = None) -> int:
         key = (engine, core, queue)
         lane = self.index.get(key)
         if lane is None:
