@@ -1,15 +1,17 @@
 """Which modules run compiled: those Cython built from their current source.
 
 setup.py compiles MODULES (the scheduler's per-instruction loop) when Cython and a C compiler are
-at hand, and puts each compiled module beside its source. Python would load a compiled module
-even after its source changed, so `install` puts a finder first on `sys.meta_path` that loads
-the compiled module only when it is newer than its .py: an edited or newly checked-out source
-runs as Python until the next `pip install -e .`. TRNSIM_PYTHON_ONLY=1 runs them all as Python.
+at hand, and puts each compiled module beside its source with a stamp: the SHA-256 of the source
+it was compiled from (`stamp_path`). Python would load a compiled module even after its source
+changed, so `install` puts a finder first on `sys.meta_path` that loads the compiled module only
+when its stamp matches the source as it is now: an edited or newly checked-out source runs as
+Python until the next `pip install -e .`. TRNSIM_PYTHON_ONLY=1 runs them all as Python.
 The two give the same results; only the speed differs (docs/timing.md).
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.machinery
 import importlib.util
 import sys
@@ -21,18 +23,27 @@ MODULES = ("trnsim.timing.hazards", "trnsim.timing.schedule")
 """Modules setup.py compiles (dotted names; the sources are src/<name with slashes>.py)."""
 
 
+def source_digest(source: Path) -> str:
+    return hashlib.sha256(source.read_bytes()).hexdigest()
+
+
+def stamp_path(compiled: Path) -> Path:
+    """Where the digest of a compiled module's source is kept: beside it, `<file>.sha256`."""
+    return compiled.with_name(compiled.name + ".sha256")
+
+
 def module_file(name: str, folder: Path, python_only: bool = False) -> Path | None:
     """The file to load module `name` from, in its package's `folder`: the compiled module if
-    there is one at least as new as the source, else the source (None: neither is there)."""
+    there is one compiled from the source as it is now, else the source (None: no source)."""
     stem = name.rpartition(".")[2]
     source = folder / f"{stem}.py"
     if not source.exists():
         return None
     if not python_only:
-        newest = source.stat().st_mtime
         for suffix in importlib.machinery.EXTENSION_SUFFIXES:
             compiled = folder / f"{stem}{suffix}"
-            if compiled.exists() and compiled.stat().st_mtime >= newest:
+            stamp = stamp_path(compiled)
+            if compiled.exists() and stamp.exists() and stamp.read_text().strip() == source_digest(source):
                 return compiled
     return source
 

@@ -1,5 +1,5 @@
-"""The compiled scheduler (setup.py, trnsim._native): loaded only when built from the current
-source, and giving the same timelines as the Python it was compiled from."""
+"""The compiled scheduler (setup.py, trnsim._native): loaded only when built from the source as it
+is now, and giving the same timelines as the Python it was compiled from."""
 
 from __future__ import annotations
 
@@ -19,30 +19,40 @@ SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 NAME = "trnsim.timing.schedule"
 
 
-def _files(folder: Path, source_mtime: float, compiled_mtime: float | None) -> tuple[Path, Path]:
+def _files(folder: Path, stamp: str | None) -> tuple[Path, Path]:
+    """A source and a compiled module beside it, stamped with `stamp` ("source": the source's
+    digest; None: no stamp)."""
     source, compiled = folder / "schedule.py", folder / f"schedule{SUFFIX}"
-    source.write_text("")
-    os.utime(source, (source_mtime, source_mtime))
-    if compiled_mtime is not None:
-        compiled.write_bytes(b"")
-        os.utime(compiled, (compiled_mtime, compiled_mtime))
+    source.write_text("x = 1\n")
+    compiled.write_bytes(b"")
+    if stamp is not None:
+        digest = _native.source_digest(source) if stamp == "source" else stamp
+        _native.stamp_path(compiled).write_text(digest + "\n")
     return source, compiled
 
 
-def test_a_compiled_module_newer_than_its_source_is_loaded(tmp_path):
-    _source, compiled = _files(tmp_path, 1000.0, 2000.0)
+def test_a_module_compiled_from_its_source_as_it_is_is_loaded(tmp_path):
+    _source, compiled = _files(tmp_path, "source")
     assert _native.module_file(NAME, tmp_path) == compiled
 
 
 def test_a_source_edited_after_the_build_runs_as_python(tmp_path):
-    source, _compiled = _files(tmp_path, 2000.0, 1000.0)
+    source, _compiled = _files(tmp_path, "source")
+    source.write_text("x = 2\n")
+    assert _native.module_file(NAME, tmp_path) == source
+
+
+def test_a_compiled_module_without_a_stamp_or_with_another_is_not_loaded(tmp_path):
+    source, compiled = _files(tmp_path, None)
+    assert _native.module_file(NAME, tmp_path) == source
+    _native.stamp_path(compiled).write_text("0" * 64 + "\n")
     assert _native.module_file(NAME, tmp_path) == source
 
 
 def test_python_only_and_unbuilt_modules_load_the_source(tmp_path):
-    source, _compiled = _files(tmp_path, 1000.0, 2000.0)
+    source, compiled = _files(tmp_path, "source")
     assert _native.module_file(NAME, tmp_path, python_only=True) == source
-    (tmp_path / f"schedule{SUFFIX}").unlink()
+    compiled.unlink()
     assert _native.module_file(NAME, tmp_path) == source
     assert _native.module_file(NAME, tmp_path / "elsewhere") is None
 
