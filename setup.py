@@ -38,10 +38,12 @@ def extensions() -> list:
 
 class OptionalBuildExt(build_ext):
     """build_ext that warns instead of failing (the compiled modules are only faster), and stamps
-    each compiled module with its source's SHA-256: trnsim._native loads a compiled module only
-    while its source still has that digest."""
+    each module it compiled with its source's SHA-256: trnsim._native loads a compiled module only
+    while its source still has that digest. A module that failed to build loses its stamp, so an
+    older compiled copy of it is not loaded."""
 
     def run(self):
+        self.built = set()
         try:
             super().run()
         except Exception as error:  # no compiler at all
@@ -51,14 +53,19 @@ class OptionalBuildExt(build_ext):
             digest = hashlib.sha256((ROOT / source_of(ext.name)).read_bytes()).hexdigest()
             filename = self.get_ext_filename(ext.name)
             for compiled in (Path(self.build_lib) / filename, ROOT / "src" / filename):  # wheel, editable
-                if compiled.exists():
-                    compiled.with_name(compiled.name + ".sha256").write_text(digest + "\n")
+                stamp = compiled.with_name(compiled.name + ".sha256")
+                if ext.name in self.built and compiled.exists():
+                    stamp.write_text(digest + "\n")
+                else:
+                    stamp.unlink(missing_ok=True)
 
     def build_extension(self, ext):
         try:
             super().build_extension(ext)
         except Exception as error:
             warnings.warn(f"{ext.name} was not compiled ({error}); it runs as Python", stacklevel=1)
+        else:
+            self.built.add(ext.name)
 
     def get_outputs(self):  # the stamps are installed with the compiled modules
         outputs = super().get_outputs()
