@@ -68,7 +68,7 @@ class _Pickler(pickle.Pickler):
         if type(obj) is MappingProxyType:
             return _frozen, (dict(obj),)
         if dataclasses.is_dataclass(obj) and not isinstance(obj, type) and not hasattr(obj, "__dict__"):
-            return _spec, (type(obj), tuple(getattr(obj, field.name) for field in dataclasses.fields(obj)))
+            return _spec, (type(obj), tuple(getattr(obj, name) for name in _field_names(type(obj))))
         return NotImplemented
 
 
