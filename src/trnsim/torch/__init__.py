@@ -24,6 +24,7 @@ def autoload() -> None:
 
 import torch  # noqa: F401  (imported after `autoload` on purpose, see above)
 
+from trnsim.config import env_flag
 from trnsim.torch import device as _device
 from trnsim.torch import distributed as _distributed
 from trnsim.torch.errors import DeviceMismatchError
@@ -52,5 +53,10 @@ __all__ = [
 
 
 # Registrations live as long as their torch.library objects, so the module keeps them.
-_LIBRARIES = _device.register()
-_distributed.register()
+if env_flag("TRNSIM_TORCH_NATIVE"):
+    from trnsim.torch.native import device as _native_device
+
+    _LIBRARIES = _native_device.register()
+else:
+    _LIBRARIES = _device.register()
+    _distributed.register()

@@ -20,18 +20,6 @@ from trnsim.errors import UnsupportedError
 from trnsim.torch.tensor import NAME
 
 
-def _allocated(device_index=None, /) -> int:
-    from trnsim.torch import device
-
-    return device.memory_allocated(device_index)
-
-
-def _memory_info(device_index=None, /) -> tuple[int, int]:
-    from trnsim.torch import device
-
-    return device.mem_get_info(device_index)
-
-
 def _nothing(*_args, **_kwargs) -> None:
     """Every op has finished when it returns, and no memory is cached."""
 
@@ -51,13 +39,20 @@ def no_history(name: str):
     return refuse
 
 
+def _from_device_module(name: str):
+    """The answer `torch.neuron.<name>` gives (the module of whichever device core is registered)."""
+    def answer(*args, **kwargs):
+        return getattr(getattr(torch, NAME), name)(*args, **kwargs)
+    return answer
+
+
 ANSWERS = {
-    "memory_allocated": _allocated,
-    "memory_reserved": _allocated,
-    "get_memory_info": _memory_info,
+    "memory_allocated": _from_device_module("memory_allocated"),
+    "memory_reserved": _from_device_module("memory_reserved"),
+    "get_memory_info": _from_device_module("mem_get_info"),
     "empty_cache": _nothing,
     "synchronize": _nothing,
-    **{name: no_history(f"torch.accelerator.{name}") for name in NO_HISTORY},
+    **{name: _from_device_module(name) for name in NO_HISTORY},
 }
 """torch.accelerator function -> its answer for the neuron device."""
 

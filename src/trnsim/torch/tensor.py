@@ -190,4 +190,10 @@ def to_neuron(cpu_tensor: torch.Tensor) -> NeuronTensor:
 
 def buffer_of(tensor: torch.Tensor) -> torch.Tensor:
     """The CPU buffer behind a neuron tensor (a CPU tensor is returned as it is)."""
-    return tensor._elem if isinstance(tensor, NeuronTensor) else tensor
+    if isinstance(tensor, NeuronTensor):
+        return tensor._elem
+    if tensor.device.type == NAME:  # a tensor of the C++ core (trnsim.torch.native)
+        from trnsim.torch import native
+
+        return native.load().cpu_view(tensor)
+    return tensor

@@ -1,0 +1,105 @@
+"""`neuron` registered on the C++ core (TRNSIM_TORCH_NATIVE=1): real tensors, CPU's kernels.
+
+The core runs every op with CPU's kernel on the tensors' memory; what Python adds here is what
+makes results equal CPU's where PyTorch would otherwise treat a PrivateUse1 device differently
+from CPU: CPU's kernel for ops that also have a composite one, CPU's attention choice, and CPU's
+for-loop optimizer default. Not yet carried over from the Python device (docs/torch.md): the op
+table (its precision rules, fallback counts and strict mode), the profiler, the process-group
+backend, the NKI bridge and torch.compile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+
+import torch
+
+from trnsim.torch import accelerator, attention, autocast, native
+from trnsim.torch import device as python_device
+from trnsim.torch.tensor import NAME
+
+
+def composite_ops_with_cpu_kernels() -> list[str]:
+    """Ops with a CPU kernel of their own besides a composite one every other device would run
+    (silu_backward, ...): on neuron they get CPU's, so the bits are CPU's."""
+    has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+    return sorted(name.removeprefix("aten::") for name in torch._C._dispatch_get_all_op_names()
+                  if name.startswith("aten::") and has_kernel(name, "CPU")
+                  and (has_kernel(name, "CompositeImplicitAutograd")
+                       or has_kernel(name, "CompositeExplicitAutograd"))
+                  and not has_kernel(name, "PrivateUse1"))
+
+
+def _cpu_optimizer_default() -> None:
+    """Optimizers default to their per-parameter loop on neuron, as on CPU: a device in PyTorch's
+    foreach list gets the multi-tensor path, whose arithmetic differs in the last bits."""
+    optimizer = importlib.import_module("torch.optim.optimizer")
+    supported = optimizer._get_foreach_kernels_supported_devices
+    if getattr(supported, "_trnsim_original", None) is None:
+        def without_neuron():
+            return [name for name in supported() if name != NAME]
+        without_neuron._trnsim_original = supported
+        optimizer._get_foreach_kernels_supported_devices = without_neuron
+
+
+@contextlib.contextmanager
+def _device_context(device=None):
+    core = native.load()
+    previous = core.current_device()
+    if device is not None:
+        core.set_device(python_device.check_index(device).index)
+    try:
+        yield
+    finally:
+        core.set_device(previous)
+
+
+def _module():
+    """`torch.neuron`, with the current device and memory figures kept by the core."""
+    from trnsim.torch import distributed
+
+    core = native.load()
+    module = python_device._module()
+    members = {
+        "current_device": core.current_device,
+        "set_device": lambda device: core.set_device(python_device.check_index(device).index),
+        "device": _device_context,
+        "memory_allocated": lambda device=None: core.memory_allocated(_index(device)),
+        "memory_reserved": lambda device=None: core.memory_allocated(_index(device)),
+        "max_memory_allocated": lambda device=None: core.max_memory_allocated(_index(device)),
+        "reset_peak_memory_stats": lambda device=None: core.reset_peak_memory(_index(device)),
+        "mem_get_info": lambda device=None: _memory_info(_index(device), distributed.machine()),
+    }
+    for name, value in members.items():
+        setattr(module, name, value)
+    return module
+
+
+def _index(device) -> int:
+    return native.load().current_device() if device is None else python_device.check_index(device).index
+
+
+def _memory_info(index: int, node) -> tuple[int, int]:
+    total = node.fabric.system.chip.hbm_bytes // node.ranks_per_chip
+    return total - native.load().memory_allocated(index), total
+
+
+def register() -> list:
+    """Make `neuron` a device on the C++ core. Returns the torch.library objects to keep alive."""
+    from trnsim.torch import distributed
+
+    core = native.load()
+    core.set_device_count(distributed.machine().ranks_per_node)
+    torch._dynamo.trace_rules.add("trnsim.torch")
+    torch.utils.rename_privateuse1_backend(NAME)
+    torch._register_device_module(NAME, _module())
+    torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+    core.run_on_cpu_for(composite_ops_with_cpu_kernels())
+    _cpu_optimizer_default()
+    kernels = torch.library.Library("aten", "IMPL")
+    attention.register(kernels)
+    autocast.register(kernels)
+    accelerator.install()
+    torch.autograd.set_multithreading_enabled(False)
+    return [kernels]
