@@ -24,9 +24,9 @@ def autoload() -> None:
 
 import torch  # noqa: F401  (imported after `autoload` on purpose, see above)
 
-from trnsim.config import env_flag
 from trnsim.torch import device as _device
 from trnsim.torch import distributed as _distributed
+from trnsim.torch import native as _native
 from trnsim.torch.errors import DeviceMismatchError
 from trnsim.torch.fallback import FallbackWarning
 from trnsim.torch.fallback import counts as fallback_counts
@@ -53,7 +53,7 @@ __all__ = [
 
 
 # Registrations live as long as their torch.library objects, so the module keeps them.
-if env_flag("TRNSIM_TORCH_NATIVE"):
+if _native.selected():
     from trnsim.torch.native import device as _native_device
 
     _LIBRARIES = _native_device.register()

@@ -23,7 +23,7 @@ import torch
 
 from trnsim import config, hardware
 from trnsim.errors import ConfigError, SpecError
-from trnsim.torch import collectives
+from trnsim.torch import collectives, native
 
 ACTIVE: contextvars.ContextVar[Profile | None] = contextvars.ContextVar("trnsim_torch_profile", default=None)
 # Profiles open in any thread, innermost last: threads that did not open one (autograd's backward
@@ -343,10 +343,12 @@ def profile(target: str | None = None, lnc: int = 1, instance: str | None = None
     recorder.outer = current()
     token = ACTIVE.set(recorder)
     OPEN.append(recorder)
+    native.record_ops(True)
     try:
         yield recorder
     finally:
         OPEN.remove(recorder)
+        native.record_ops(bool(OPEN))
         ACTIVE.reset(token)
 
 

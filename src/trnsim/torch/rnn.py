@@ -16,7 +16,7 @@ import torch
 from trnsim.errors import UnsupportedError
 from trnsim.torch import profiler
 from trnsim.torch.errors import DeviceMismatchError
-from trnsim.torch.tensor import NeuronTensor, buffer_of, device_of, is_sequence_lengths, wrap
+from trnsim.torch.tensor import buffer_of, is_neuron, is_sequence_lengths, to_neuron
 
 OVERLOADS = ("lstm.input", "lstm.data", "gru.input", "gru.data", "rnn_tanh.input", "rnn_tanh.data",
              "rnn_relu.input", "rnn_relu.data", "lstm_cell", "gru_cell")
@@ -24,11 +24,11 @@ OVERLOADS = ("lstm.input", "lstm.data", "gru.input", "gru.data", "rnn_tanh.input
 kernels (_thnn_fused_lstm_cell), which CPU does not have."""
 
 
-def register(kernels: torch.library.Library) -> None:
+def register(kernels: torch.library.Library, key: str = "AutogradPrivateUse1") -> None:
     for name in OVERLOADS:
         packet, _, overload = name.partition(".")
         op = getattr(getattr(torch.ops.aten, packet), overload or "default")
-        kernels.impl(name, _on_buffers(op), "AutogradPrivateUse1")
+        kernels.impl(name, _on_buffers(op), key)
 
 
 class Backward:
@@ -68,7 +68,7 @@ def _on_buffers(op):
     def kernel(*args):
         tensors = _tensors(args)
         for tensor in tensors:  # only a packed sequence's batch_sizes may be on CPU, as on CUDA
-            if type(tensor) is not NeuronTensor and not is_sequence_lengths(tensor):
+            if not is_neuron(tensor) and not is_sequence_lengths(tensor):
                 raise DeviceMismatchError(op, tensor)
         # CPU's oneDNN path computes differently with gradients on and off: run it as the caller does.
         outputs = _CpuGraph.apply(op, args, torch.is_grad_enabled(), *tensors)
@@ -92,8 +92,8 @@ class _CpuGraph(torch.autograd.Function):
         if active is not None:
             active.record(op, _rebuild(args, [leaf.detach() for leaf in leaves]), outputs)
         ctx.op, ctx.args, ctx.leaves, ctx.outputs = op, args, leaves, outputs
-        device = device_of(tensors)
-        return tuple(wrap(output.detach(), device) for output in outputs)
+        device = next(t.device for t in tensors if is_neuron(t))
+        return tuple(to_neuron(output.detach(), device) for output in outputs)
 
     @staticmethod
     def backward(ctx, *grads):
@@ -112,8 +112,8 @@ class _CpuGraph(torch.autograd.Function):
         if active is not None:
             active.record(Backward(ctx.op), _rebuild(ctx.args, [leaf.detach() for leaf in ctx.leaves]),
                           [grad for grad in found if grad is not None])
-        device = device_of(grads)
+        device = next(g.device for g in grads if is_neuron(g))
         result = [None] * len(ctx.leaves)
         for k, grad in zip(wanted, found, strict=True):
-            result[k] = None if grad is None else wrap(grad, device)
+            result[k] = None if grad is None else to_neuron(grad, device)
         return (None, None, None, *result)

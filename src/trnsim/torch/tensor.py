@@ -183,9 +183,19 @@ def device_of(args) -> torch.device | None:
     return None
 
 
-def to_neuron(cpu_tensor: torch.Tensor) -> NeuronTensor:
-    """Wrap a CPU tensor as the buffer of a new neuron tensor (no copy)."""
-    return NeuronTensor(cpu_tensor)
+def to_neuron(cpu_tensor: torch.Tensor, device: torch.device | None = None) -> torch.Tensor:
+    """A neuron tensor over a CPU tensor's memory (no copy), on `device` (default: the current one)."""
+    from trnsim.torch import native
+
+    if native.selected():
+        core = native.load()
+        return core.neuron_view(cpu_tensor, core.current_device() if device is None else device.index)
+    return NeuronTensor(cpu_tensor, device=device)
+
+
+def is_neuron(value) -> bool:
+    """Whether `value` is a tensor on a neuron device (of either core)."""
+    return isinstance(value, torch.Tensor) and value.device.type == NAME
 
 
 def buffer_of(tensor: torch.Tensor) -> torch.Tensor:

@@ -19,10 +19,15 @@ from pathlib import Path
 
 import torch
 
-from trnsim.config import cache_directory
+from trnsim.config import cache_directory, env_flag
 from trnsim.errors import UnsupportedError
 
 SOURCE = Path(__file__).with_name("neuron_device.cpp")
+
+
+def selected() -> bool:
+    """Whether this process registers the neuron device on the C++ core (TRNSIM_TORCH_NATIVE=1)."""
+    return env_flag("TRNSIM_TORCH_NATIVE")
 
 
 def build_directory() -> Path:
@@ -54,3 +59,9 @@ def load():
               file=sys.stderr)
     return cpp_extension.load("trnsim_neuron_device", [str(SOURCE)], build_directory=str(folder),
                               extra_cflags=["-O2"], verbose=False)
+
+
+def record_ops(on: bool) -> None:
+    """Have the core report each op to the profiler (trnsim.torch.profile opens and closes this)."""
+    if selected():
+        load().set_recording(on)

@@ -11,24 +11,36 @@ backend, the NKI bridge and torch.compile.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 
 import torch
 
-from trnsim.torch import accelerator, attention, autocast, native
+from trnsim.torch import accelerator, attention, autocast, native, ops, profiler, rnn
 from trnsim.torch import device as python_device
-from trnsim.torch.tensor import NAME
+from trnsim.torch.errors import DeviceMismatchError
+from trnsim.torch.tensor import NAME, buffer_of, to_neuron
+
+BRANCHING_ON_DEVICE = ["convolution", "_convolution", "convolution_backward"]
+"""Composite ops whose C++ code picks a kernel by device type (a PrivateUse1 convolution goes to
+`convolution_overrideable`): run whole with CPU's kernel on neuron, they pick CPU's."""
 
 
-def composite_ops_with_cpu_kernels() -> list[str]:
+COMPOSITES = ("CompositeImplicitAutograd", "CompositeExplicitAutograd",
+              "CompositeExplicitAutogradNonFunctional")
+"""Kernels every backend without one of its own runs. The last builds a structured op (add, mm)
+from its shape function and its out= kernel: whole on CPU instead, the op is one call, and a CPU
+tensor CUDA would refuse meets the core's device check rather than the shape function's."""
+
+
+def ops_run_whole_on_cpu() -> list[str]:
     """Ops with a CPU kernel of their own besides a composite one every other device would run
-    (silu_backward, ...): on neuron they get CPU's, so the bits are CPU's."""
+    (silu_backward, add, ...), and BRANCHING_ON_DEVICE: on neuron they get CPU's kernel."""
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
-    return sorted(name.removeprefix("aten::") for name in torch._C._dispatch_get_all_op_names()
-                  if name.startswith("aten::") and has_kernel(name, "CPU")
-                  and (has_kernel(name, "CompositeImplicitAutograd")
-                       or has_kernel(name, "CompositeExplicitAutograd"))
-                  and not has_kernel(name, "PrivateUse1"))
+    return sorted({name.removeprefix("aten::") for name in torch._C._dispatch_get_all_op_names()
+                   if name.startswith("aten::") and has_kernel(name, "CPU")
+                   and any(has_kernel(name, key) for key in COMPOSITES)
+                   and not has_kernel(name, "PrivateUse1")} | set(BRANCHING_ON_DEVICE))
 
 
 def _cpu_optimizer_default() -> None:
@@ -41,6 +53,44 @@ def _cpu_optimizer_default() -> None:
             return [name for name in supported() if name != NAME]
         without_neuron._trnsim_original = supported
         optimizer._get_foreach_kernels_supported_devices = without_neuron
+
+
+def cpu_dropout(input, p: float, train: bool):
+    """`dropout` as CPU computes it: a PrivateUse1 input would take the fused `native_dropout`,
+    which scales after masking and so rounds differently."""
+    if p == 0 or not train or input.numel() == 0:
+        return input
+    if p == 1:
+        return input * torch.zeros((), dtype=input.dtype, device=input.device)
+    noise = torch.empty_like(input).bernoulli_(1 - p)
+    noise.div_(1 - p)
+    return input * noise
+
+
+def integer_histc(input, bins: int = 100, min=0, max=0, *, out=None):
+    """`histc`, which CUDA computes for integer tensors and CPU refuses (trnsim.torch.ops.histc)."""
+    counts = ops.histc(torch.ops.aten.histc.default, (buffer_of(input), bins, min, max), {})
+    if out is None:
+        return to_neuron(counts, input.device)
+    return out.resize_(counts.shape).copy_(counts)
+
+
+def _refuse_mismatch(name: str, overload: str, tensor) -> None:
+    """Called by the core when an op mixes neuron tensors with a CPU tensor CUDA would refuse."""
+    raise DeviceMismatchError(f"{name.replace('::', '.')}.{overload or 'default'}", tensor)
+
+
+@functools.cache
+def _overload(name: str, overload: str):
+    namespace, _, packet = name.partition("::")
+    return getattr(getattr(getattr(torch.ops, namespace), packet), overload or "default")
+
+
+def _record(name: str, overload: str, args: tuple, outputs: tuple) -> None:
+    """Called by the core for each op it runs while a profile is open."""
+    active = profiler.current()
+    if active is not None:
+        active.record(_overload(name, overload), args, outputs[0] if len(outputs) == 1 else outputs)
 
 
 @contextlib.contextmanager
@@ -95,10 +145,20 @@ def register() -> list:
     torch.utils.rename_privateuse1_backend(NAME)
     torch._register_device_module(NAME, _module())
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
-    core.run_on_cpu_for(composite_ops_with_cpu_kernels())
+    core.run_on_cpu_for(ops_run_whole_on_cpu())
+    core.set_mismatch_handler(_refuse_mismatch)
+    core.set_recorder(_record)
     _cpu_optimizer_default()
     kernels = torch.library.Library("aten", "IMPL")
     attention.register(kernels)
+    for key in ("AutogradPrivateUse1", "PrivateUse1"):
+        rnn.register(kernels, key)
+    # With autograd off (inference_mode) these composites reach the device key, not the autograd one.
+    kernels.impl("scaled_dot_product_attention", attention.scaled_dot_product_attention, "PrivateUse1")
+    for key in ("AutogradPrivateUse1", "PrivateUse1"):
+        kernels.impl("dropout", cpu_dropout, key)
+    kernels.impl("histc", integer_histc, "PrivateUse1")
+    kernels.impl("histc.out", integer_histc, "PrivateUse1")
     autocast.register(kernels)
     accelerator.install()
     torch.autograd.set_multithreading_enabled(False)

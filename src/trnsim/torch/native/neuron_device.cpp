@@ -8,6 +8,7 @@
 // and the hooks (generators). Everything trnsim decides about ops stays in Python.
 
 #include <torch/extension.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
@@ -157,10 +158,17 @@ struct Aliases {
   std::vector<c10::StorageImpl*> cpu_inputs;                         // storages of plain CPU tensors
   c10::DeviceIndex device = -1;                                      // the first neuron input's
 
-  at::Tensor to_cpu(const at::Tensor& t) {
+  at::Tensor stray;  // the first CPU tensor of more than 0 dims among the arguments
+  bool stray_in_list = false;
+
+  at::Tensor to_cpu(const at::Tensor& t, bool in_list = false) {
     if (!is_neuron(t)) {
       if (t.defined()) {
         cpu_inputs.push_back(t.storage().unsafeGetStorageImpl());
+        if (t.dim() > 0 && !stray.defined()) {
+          stray = t;
+          stray_in_list = in_list;
+        }
       }
       return t;
     }
@@ -172,19 +180,21 @@ struct Aliases {
         return cpu;
       }
     }
-    c10::Storage storage;
-    for (auto& [alias, owner] : storages) {
-      if (owner.unsafeGetStorageImpl() == t.storage().unsafeGetStorageImpl()) {
-        storage = c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(alias));
-      }
-    }
-    if (!storage) {
-      storage = cpu_alias(t.storage());
-      storages.emplace(storage.unsafeGetStorageImpl(), t.storage());
-    }
-    auto cpu = with_storage(storage, t, c10::DispatchKey::CPU);
+    auto cpu = with_storage(storage_to_cpu(t.storage()), t, c10::DispatchKey::CPU);
     tensors.emplace_back(t, cpu);
     return cpu;
+  }
+
+  // One CPU alias per neuron storage, so that arguments sharing memory still share it.
+  c10::Storage storage_to_cpu(const c10::Storage& neuron) {
+    for (auto& [alias, owner] : storages) {
+      if (owner.unsafeGetStorageImpl() == neuron.unsafeGetStorageImpl()) {
+        return c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(alias));
+      }
+    }
+    auto storage = cpu_alias(neuron);
+    storages.emplace(storage.unsafeGetStorageImpl(), neuron);
+    return storage;
   }
 
   // After the kernel: carry a growth or a new layout of each argument's alias back to the tensor.
@@ -239,14 +249,62 @@ struct Aliases {
   }
 };
 
+// Raises trnsim's DeviceMismatchError (set from Python: trnsim.torch.native.device).
+PyObject* mismatch_handler = nullptr;
+
+// A neuron op may take a CPU tensor of more than 0 dims only where CUDA takes one: index tensors of
+// the indexing ops, and the lengths of a packed sequence.
+void check_devices(const c10::OperatorHandle& op, const Aliases& aliases) {
+  if (!aliases.stray.defined() || aliases.device < 0) {
+    return;
+  }
+  const auto& name = op.schema().name();
+  const bool index = name == "aten::index" || name == "aten::index_put" || name == "aten::index_put_" ||
+                     name == "aten::_index_put_impl_" || name == "aten::_unsafe_index" ||
+                     name == "aten::_unsafe_index_put";
+  const bool lengths = (name == "aten::_pack_padded_sequence" || name == "aten::_pack_padded_sequence_backward") &&
+                       aliases.stray.dim() == 1 && aliases.stray.scalar_type() == at::kLong;
+  if ((index && aliases.stray_in_list) || lengths) {
+    return;
+  }
+  if (mismatch_handler != nullptr) {
+    py::gil_scoped_acquire gil;
+    py::reinterpret_borrow<py::object>(mismatch_handler)(name, op.schema().overload_name(), aliases.stray);
+  }
+  TORCH_CHECK(false, "a neuron op got a CPU tensor of shape ", aliases.stray.sizes());  // no handler set
+}
+
 c10::DeviceIndex device_argument(const c10::IValue& value) {
   return value.isDevice() && value.toDevice().type() == kNeuron ? value.toDevice().index() : -1;
+}
+
+// While a trnsim.torch.profile block is open, every op run here is reported to Python (from any
+// thread: backward runs on autograd's), which records it by name and argument shapes.
+std::atomic<bool> recording{false};
+PyObject* recorder = nullptr;
+
+void record(const c10::OperatorHandle& op, const std::vector<c10::IValue>& inputs,
+            const torch::jit::Stack& stack, size_t returns) {
+  py::gil_scoped_acquire gil;
+  py::tuple args(inputs.size()), outputs(returns);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    args[i] = torch::jit::toPyObject(inputs[i]);
+  }
+  for (size_t i = 0; i < returns; ++i) {
+    outputs[i] = torch::jit::toPyObject(stack[stack.size() - returns + i]);
+  }
+  py::reinterpret_borrow<py::object>(recorder)(op.schema().name(), op.schema().overload_name(), args, outputs);
 }
 
 // Runs `op` with CPU's kernel on aliases of its neuron tensors; results come back as neuron tensors.
 void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const auto arguments = op.schema().arguments().size();
   const auto first = stack->size() - arguments;
+  const bool recorded = recording.load(std::memory_order_relaxed) && recorder != nullptr;
+  std::vector<c10::IValue> inputs;
+  if (recorded) {
+    inputs.assign(stack->begin() + first, stack->end());
+  }
   Aliases aliases;
   c10::DeviceIndex asked = -1;
   for (size_t i = first; i < stack->size(); ++i) {
@@ -256,16 +314,18 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     } else if (value.isTensorList()) {
       auto list = value.toTensorList();
       for (size_t j = 0; j < list.size(); ++j) {
-        list[j] = aliases.to_cpu(list[j]);
+        list[j] = aliases.to_cpu(list[j], true);
       }
     } else if (value.isOptionalTensorList()) {
       auto list = value.toOptionalTensorList();
       for (size_t j = 0; j < list.size(); ++j) {
         std::optional<at::Tensor> item = list[j];
         if (item.has_value()) {
-          list[j] = aliases.to_cpu(*item);
+          list[j] = aliases.to_cpu(*item, true);
         }
       }
+    } else if (value.isStorage() && value.toStorage().device_type() == kNeuron) {
+      value = c10::IValue(aliases.storage_to_cpu(value.toStorage()));  // set_(storage, ...)
     } else if (auto index = device_argument(value); index >= 0) {
       asked = checked_index(index);
       value = c10::IValue(c10::Device(c10::kCPU));
@@ -276,6 +336,7 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       }
     }
   }
+  check_devices(op, aliases);
   if (asked >= 0 && aliases.device < 0) {
     aliases.device = asked;
   }
@@ -293,6 +354,9 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         list[j] = aliases.to_neuron(list[j], fresh);
       }
     }
+  }
+  if (recorded) {
+    record(op, inputs, *stack, returns);
   }
 }
 
@@ -312,6 +376,14 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
   return at::detail::empty_strided_generic(size, stride, &allocator,
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                            c10::dtype_or_default(dtype));
+}
+
+// Forward-mode AD stands a data-less ZeroTensor in for a missing tangent; CPU kernels on an alias
+// of it would read memory that is not there, so the device makes the zeros it stands for.
+at::Tensor zeros_for_zero_tensor(c10::IntArrayRef size, std::optional<at::ScalarType> dtype,
+                                 std::optional<at::Layout> layout, std::optional<at::Device> device,
+                                 std::optional<bool> pin_memory) {
+  return empty_memory_format(size, dtype, layout, device, pin_memory, std::nullopt).zero_();
 }
 
 at::Tensor as_cpu(const at::Tensor& t) {
@@ -393,6 +465,9 @@ struct Hooks final : at::PrivateUse1HooksInterface {
     return new_generator(index < 0 ? current_device : index);
   }
   at::Device getDeviceFromPtr(void*) const override { return {kNeuron, current_device}; }
+  // pin_memory() for this device (the DataLoader default once neuron is the accelerator): the
+  // device reads host memory as it is, so pinned memory is plain host memory.
+  at::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t bytes) const override {
     at::native::resize_bytes_cpu(storage.unsafeGetStorageImpl(), bytes);
   }
@@ -410,6 +485,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_has_compatible_shallow_copy_type", compatible_shallow_copy_type);
+  m.impl("_efficientzerotensor", zeros_for_zero_tensor);
   // CPU's own code for views and resize_: it works on any host-memory tensor (storage resizes go
   // through the storage's allocator, this device's).
   m.impl("view", at::native::view);
@@ -426,6 +502,11 @@ TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
 
 TORCH_LIBRARY_IMPL(aten, Negative, m) {
   m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+}
+
+// Autocast leaves every op alone unless trnsim.torch.autocast gives it a casting kernel.
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFallthrough());
 }
 
 // Kernels registered from Python at start-up: ops whose CPU kernel differs from the composite
@@ -452,6 +533,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
     TORCH_CHECK(n > 0 && n <= kMaxDevices, "a node has 1 to ", kMaxDevices, " neuron devices");
     device_count = n;
   });
+  module.def("set_mismatch_handler", [](py::object handler) {
+    mismatch_handler = handler.inc_ref().ptr();  // kept for the life of the process
+  });
+  module.def("set_recorder", [](py::object callback) {
+    recorder = callback.inc_ref().ptr();  // kept for the life of the process
+  });
+  module.def("set_recording", [](bool on) { recording = on; });
   module.def("current_device", []() { return static_cast<int>(current_device); });
   module.def("set_device", [](int device) { current_device = checked_index(device); });
   module.def("memory_allocated", [](int device) { return counters[checked_index(device)].allocated.load(); });
