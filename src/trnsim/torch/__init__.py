@@ -59,4 +59,4 @@ if _native.selected():
     _LIBRARIES = _native_device.register()
 else:
     _LIBRARIES = _device.register()
-    _distributed.register()
+_distributed.register()

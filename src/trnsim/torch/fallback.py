@@ -33,19 +33,23 @@ def reset() -> None:
     _counts().clear()
 
 
+def note(name: str, stacklevel: int = 3) -> None:
+    """One fallback of the aten op `name`: counted, warned once, or refused in strict mode."""
+    if config.current().strict:
+        raise UnsupportedError(f"aten op {name} is not implemented on the neuron device",
+                               what=name, hint="leave strict mode to run it on CPU")
+    fallen = _counts()
+    if name not in fallen:
+        warnings.warn(f"trnsim.torch: {name} is not implemented on neuron; it runs on CPU",
+                      FallbackWarning, stacklevel=stacklevel)
+    fallen[name] += 1
+
+
 def rule(run):
     """Wrap the rule `run` so that it counts, warns once per op, or raises in strict mode."""
 
     def run_on_cpu(func, args, kwargs):
-        name = str(func)
-        if config.current().strict:
-            raise UnsupportedError(f"aten op {name} is not implemented on the neuron device",
-                                   what=name, hint="leave strict mode to run it on CPU")
-        fallen = _counts()
-        if name not in fallen:
-            warnings.warn(f"trnsim.torch: {name} is not implemented on neuron; it runs on CPU",
-                          FallbackWarning, stacklevel=2)
-        fallen[name] += 1
+        note(str(func))
         return run(func, args, kwargs)
 
     return run_on_cpu

@@ -13,7 +13,7 @@ import torch
 
 from trnsim.torch import profiler
 from trnsim.torch.errors import DeviceMismatchError
-from trnsim.torch.tensor import NeuronTensor, buffer_of, to_neuron
+from trnsim.torch.tensor import buffer_of, is_neuron, to_neuron
 
 
 def _to_device(value):
@@ -32,7 +32,7 @@ def _refuse_off_device(kernel, args, kwargs) -> None:
     named = [(f"argument {i}", v) for i, v in enumerate(args)]
     named += [(f"argument {k!r}", v) for k, v in kwargs.items()]
     for argument, value in named:
-        if isinstance(value, torch.Tensor) and not isinstance(value, NeuronTensor):
+        if isinstance(value, torch.Tensor) and not is_neuron(value):
             raise DeviceMismatchError(f"nki_call({getattr(kernel, '__name__', kernel)})", value, argument)
 
 

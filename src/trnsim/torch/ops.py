@@ -92,7 +92,7 @@ _family("elementwise", """add add_ sub sub_ mul mul_ div div_ neg neg_ pow pow_ 
     new_empty new_empty_strided new_zeros new_ones new_full alias_copy bernoulli bernoulli_ uniform_
     normal_ random_ exponential_ multinomial native_dropout native_dropout_backward dropout _fused_dropout
     heaviside xlogy logit sgn sgn_ logical_and_ logical_or_ logical_not_ logical_xor_ bitwise_and_
-    bitwise_or_ eq_ ne_ lt_ le_ gt_ ge_ isin""")
+    bitwise_or_ eq_ ne_ lt_ le_ gt_ ge_ isin isneginf isposinf""")
 _family("factory", """arange zeros ones full empty empty_strided scalar_tensor rand randn randint randperm
     linspace logspace eye empty_permuted""")
 _family("foreach", """_foreach_add _foreach_add_ _foreach_sub _foreach_sub_ _foreach_mul _foreach_mul_
@@ -173,7 +173,7 @@ def kernel_for(func):
     if name == "histc":
         return histc
     if name in CUDA_ONLY:
-        return _cuda_only
+        return cuda_only
     if name not in FAMILIES:
         return fallback.rule(plain)
     return plain
@@ -215,7 +215,7 @@ def _integer_histogram(values: torch.Tensor, bins: int, low: int, high: int) -> 
     return torch.bincount(index, minlength=bins)
 
 
-def _cuda_only(func, args, kwargs):
+def cuda_only(func, args, kwargs):
     raise UnsupportedError(f"{func} has CUDA kernels only (SyncBatchNorm uses it); neuron runs CPU kernels",
                            what=str(func), hint="use nn.BatchNorm (statistics per rank) or nn.GroupNorm")
 

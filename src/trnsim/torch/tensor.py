@@ -202,7 +202,8 @@ def buffer_of(tensor: torch.Tensor) -> torch.Tensor:
     """The CPU buffer behind a neuron tensor (a CPU tensor is returned as it is)."""
     if isinstance(tensor, NeuronTensor):
         return tensor._elem
-    if tensor.device.type == NAME:  # a tensor of the C++ core (trnsim.torch.native)
+    if tensor.device.type == NAME and type(tensor) in (torch.Tensor, torch.nn.Parameter):
+        # a tensor of the C++ core (trnsim.torch.native); fake ones (torch.compile) have no memory
         from trnsim.torch import native
 
         return native.load().cpu_view(tensor)

@@ -13,10 +13,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import types
 
 import torch
 
-from trnsim.torch import accelerator, attention, autocast, native, ops, profiler, rnn
+from trnsim.torch import accelerator, attention, autocast, fallback, native, ops, profiler, rnn
 from trnsim.torch import device as python_device
 from trnsim.torch.errors import DeviceMismatchError
 from trnsim.torch.tensor import NAME, buffer_of, to_neuron
@@ -41,6 +42,15 @@ def ops_run_whole_on_cpu() -> list[str]:
                    if name.startswith("aten::") and has_kernel(name, "CPU")
                    and any(has_kernel(name, key) for key in COMPOSITES)
                    and not has_kernel(name, "PrivateUse1")} | set(BRANCHING_ON_DEVICE))
+
+
+def collective_ops(namespace: str) -> list[str]:
+    """The collectives of `namespace` (c10d, and _c10d_functional's for DTensor). Their PrivateUse1
+    kernels hand neuron tensors to the process group's backend, which gloo refuses; run as on CPU,
+    gloo gets CPU views of the same memory, and the profiler sees each one."""
+    has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+    return sorted(name.removeprefix(f"{namespace}::") for name in torch._C._dispatch_get_all_op_names()
+                  if name.startswith(f"{namespace}::") and has_kernel(name, "CPU"))
 
 
 def _cpu_optimizer_default() -> None:
@@ -73,6 +83,17 @@ def integer_histc(input, bins: int = 100, min=0, max=0, *, out=None):
     if out is None:
         return to_neuron(counts, input.device)
     return out.resize_(counts.shape).copy_(counts)
+
+
+def _note_fallback(name: str, overload: str) -> None:
+    """Called by the core for an op outside the op table (ops.FAMILIES): counted, or refused."""
+    fallback.note(f"{name.replace('::', '.')}.{overload or 'default'}", stacklevel=2)
+
+
+def _refuse_cuda_only(op):
+    def refuse(*args, **kwargs):
+        ops.cuda_only(op, args, kwargs)
+    return refuse
 
 
 def _refuse_mismatch(name: str, overload: str, tensor) -> None:
@@ -120,6 +141,8 @@ def _module():
         "max_memory_allocated": lambda device=None: core.max_memory_allocated(_index(device)),
         "reset_peak_memory_stats": lambda device=None: core.reset_peak_memory(_index(device)),
         "mem_get_info": lambda device=None: _memory_info(_index(device), distributed.machine()),
+        # torch.load asks this before it makes storages on the device, which the core can
+        "_utils": types.SimpleNamespace(_get_device_index=torch._utils._get_device_index),
     }
     for name, value in members.items():
         setattr(module, name, value)
@@ -145,9 +168,12 @@ def register() -> list:
     torch.utils.rename_privateuse1_backend(NAME)
     torch._register_device_module(NAME, _module())
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
-    core.run_on_cpu_for(ops_run_whole_on_cpu())
+    core.run_on_cpu_for("aten", ops_run_whole_on_cpu())
+    for namespace in ("c10d", "_c10d_functional"):
+        core.run_on_cpu_for(namespace, collective_ops(namespace))
     core.set_mismatch_handler(_refuse_mismatch)
     core.set_recorder(_record)
+    core.set_fallback_handler([f"aten::{name}" for name in ops.FAMILIES], _note_fallback)
     _cpu_optimizer_default()
     kernels = torch.library.Library("aten", "IMPL")
     attention.register(kernels)
@@ -159,6 +185,8 @@ def register() -> list:
         kernels.impl("dropout", cpu_dropout, key)
     kernels.impl("histc", integer_histc, "PrivateUse1")
     kernels.impl("histc.out", integer_histc, "PrivateUse1")
+    for name in ops.CUDA_ONLY:
+        kernels.impl(name, _refuse_cuda_only(getattr(torch.ops.aten, name).default), "PrivateUse1")
     autocast.register(kernels)
     accelerator.install()
     torch.autograd.set_multithreading_enabled(False)

@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cstring>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace {
 
@@ -274,6 +275,19 @@ void check_devices(const c10::OperatorHandle& op, const Aliases& aliases) {
   TORCH_CHECK(false, "a neuron op got a CPU tensor of shape ", aliases.stray.sizes());  // no handler set
 }
 
+// The aten ops trnsim's op table implements (trnsim.torch.ops.FAMILIES); any other op is reported
+// to Python, which counts it, warns once or refuses it in strict mode (trnsim.torch.fallback).
+std::unordered_set<std::string> implemented;
+PyObject* fallback_handler = nullptr;
+
+void check_implemented(const c10::OperatorHandle& op) {
+  const auto& name = op.schema().name();
+  if (fallback_handler != nullptr && name.rfind("aten::", 0) == 0 && implemented.count(name) == 0) {
+    py::gil_scoped_acquire gil;
+    py::reinterpret_borrow<py::object>(fallback_handler)(name, op.schema().overload_name());
+  }
+}
+
 c10::DeviceIndex device_argument(const c10::IValue& value) {
   return value.isDevice() && value.toDevice().type() == kNeuron ? value.toDevice().index() : -1;
 }
@@ -316,6 +330,15 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       for (size_t j = 0; j < list.size(); ++j) {
         list[j] = aliases.to_cpu(list[j], true);
       }
+    } else if (value.isList()) {  // lists of tensor lists: allgather's outputs
+      for (auto item : value.toList()) {
+        if (item.get().isTensorList()) {
+          auto list = item.get().toTensorList();
+          for (size_t j = 0; j < list.size(); ++j) {
+            list[j] = aliases.to_cpu(list[j], true);
+          }
+        }
+      }
     } else if (value.isOptionalTensorList()) {
       auto list = value.toOptionalTensorList();
       for (size_t j = 0; j < list.size(); ++j) {
@@ -337,6 +360,7 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     }
   }
   check_devices(op, aliases);
+  check_implemented(op);
   if (asked >= 0 && aliases.device < 0) {
     aliases.device = asked;
   }
@@ -352,6 +376,15 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       auto list = value.toTensorList();
       for (size_t j = 0; j < list.size(); ++j) {
         list[j] = aliases.to_neuron(list[j], fresh);
+      }
+    } else if (value.isList()) {
+      for (auto item : value.toList()) {
+        if (item.get().isTensorList()) {
+          auto list = item.get().toTensorList();
+          for (size_t j = 0; j < list.size(); ++j) {
+            list[j] = aliases.to_neuron(list[j], fresh);
+          }
+        }
       }
     }
   }
@@ -426,6 +459,10 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
     return c10::Stream(c10::Stream::DEFAULT, device);
   }
   c10::Stream exchangeStream(c10::Stream stream) const override { return getStream(stream.device()); }
+  c10::Stream getNewStream(c10::Device device, int /*priority*/) const override { return getStream(device); }
+  c10::Stream getStreamFromGlobalPool(c10::Device device, bool /*high_priority*/) const override {
+    return getStream(device);
+  }
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(device_count.load());
   }
@@ -513,8 +550,15 @@ TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
 // one other devices would get.
 std::vector<std::unique_ptr<torch::Library>> libraries;
 
-void run_on_cpu_for(const std::vector<std::string>& names) {
-  auto library = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
+// Drops PyTorch's warning that a kernel replaces another (c10d's own PrivateUse1 collectives).
+struct Silent final : c10::WarningHandler {
+  void process(const c10::Warning&) override {}
+};
+
+void run_on_cpu_for(const std::string& ns, const std::vector<std::string>& names) {
+  Silent silent;
+  c10::WarningUtils::WarningHandlerGuard quiet(&silent);
+  auto library = std::make_unique<torch::Library>(torch::Library::IMPL, ns,
                                                   std::make_optional(c10::DispatchKey::PrivateUse1),
                                                   __FILE__, __LINE__);
   for (const auto& name : names) {
@@ -535,6 +579,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   });
   module.def("set_mismatch_handler", [](py::object handler) {
     mismatch_handler = handler.inc_ref().ptr();  // kept for the life of the process
+  });
+  module.def("set_fallback_handler", [](const std::vector<std::string>& names, py::object handler) {
+    implemented = std::unordered_set<std::string>(names.begin(), names.end());
+    fallback_handler = handler.inc_ref().ptr();  // kept for the life of the process
   });
   module.def("set_recorder", [](py::object callback) {
     recorder = callback.inc_ref().ptr();  // kept for the life of the process
