@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 import trnsim.torch  # noqa: F401
+from trnsim.torch import native
 
 SCRIPT = Path(__file__).with_name("dist_parallel.py")
 STRATEGIES = ("ddp+dcp", "fsdp2", "tp", "pipeline")
@@ -23,10 +24,10 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _launch(ranks: int, tmp_path) -> list[str]:
+def _launch(ranks: int, tmp_path, **variables: str) -> list[str]:
     """What torchrun --nproc_per_node=ranks does, without its launcher process."""
     env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
-           "WORLD_SIZE": str(ranks), "OMP_NUM_THREADS": "1"}
+           "WORLD_SIZE": str(ranks), "OMP_NUM_THREADS": "1", **variables}
     processes = [subprocess.Popen([sys.executable, str(SCRIPT), str(tmp_path)], stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True,
                                   env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)})
@@ -44,6 +45,11 @@ def _expected(ranks: int) -> list[str]:
 
 def test_every_strategy_on_two_ranks_is_bitwise_equal_to_cpu(tmp_path):
     assert _launch(2, tmp_path) == _expected(2)
+
+
+@pytest.mark.skipif(bool(native.missing_tools()), reason="building the C++ core needs a compiler and ninja")
+def test_every_strategy_on_two_ranks_of_the_cpp_core_is_bitwise_equal_to_cpu(tmp_path):
+    assert _launch(2, tmp_path, TRNSIM_TORCH_NATIVE="1") == _expected(2)
 
 
 @pytest.mark.slow

@@ -53,6 +53,21 @@ found["memory_counted"] = torch.neuron.memory_allocated() - before
 del held
 found["memory_freed"] = torch.neuron.memory_allocated() == before
 
+try:
+    a + torch.ones(8, 8)
+except trnsim.torch.DeviceMismatchError:
+    found["cpu_tensor_refused"] = True
+with trnsim.torch.profile() as prof:
+    (a @ b).relu()
+found["profiled"] = sorted(op for op, _, _ in prof.counts)
+torch.kthvalue(a[0], 2)
+found["fallbacks"] = trnsim.torch.fallback_counts()
+q = torch.randn(2, 4, 12, 16)
+with torch.inference_mode():
+    neuron_attention = F.scaled_dot_product_attention(*(q.to("neuron"),) * 3, is_causal=True).cpu()
+found["inference_attention_is_cpus"] = torch.equal(neuron_attention, F.scaled_dot_product_attention(
+    q, q, q, is_causal=True))
+
 torch.manual_seed(0)
 model = GPT(vocab=64, d_model=32, layers=2, heads=4, seq=16)
 data = batches(3, batch=2, seq=16, vocab=64)
@@ -75,6 +90,8 @@ def test_the_cpp_core_gives_cpu_results_on_real_neuron_tensors():
         "device": "neuron:0", "ops_equal_cpu": True, "lazy_conj_and_neg": [True, True, True],
         "view_writes_through": True,
         "out_resized": [[8, 8], True], "generator_draws_like_cpu": True,
-        "memory_counted": 4000, "memory_freed": True,
+        "memory_counted": 4000, "memory_freed": True, "cpu_tensor_refused": True,
+        "profiled": ["aten.mm.default", "aten.relu.default"],
+        "fallbacks": {"aten.kthvalue.values": 1}, "inference_attention_is_cpus": True,
         "tied_weights_stay_tied": True, "gpt_bitwise_equal": True,
     }
