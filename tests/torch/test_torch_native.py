@@ -29,7 +29,8 @@ a, b = x.to("neuron"), y.to("neuron")
 found["device"] = str(a.device)
 found["ops_equal_cpu"] = all(torch.equal(n.cpu(), c) for n, c in [
     (a + b, x + y), (a @ b, x @ y), (a.softmax(-1), x.softmax(-1)), (a.sum(0), x.sum(0)),
-    (torch.where(a > 0, a, b), torch.where(x > 0, x, y)), (a[torch.tensor([1, 3])], x[[1, 3]])])
+    (torch.where(a > 0, a, b), torch.where(x > 0, x, y)), (a[torch.tensor([1, 3])], x[[1, 3]]),
+    (a[torch.tensor([1, 3], device="neuron")], x[[1, 3]])])
 
 z = torch.randn(4, dtype=torch.complex64)
 found["lazy_conj_and_neg"] = [torch.equal((z.to("neuron").conj() * 2).cpu(), z.conj() * 2),

@@ -330,6 +330,14 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       for (size_t j = 0; j < list.size(); ++j) {
         list[j] = aliases.to_cpu(list[j], true);
       }
+    } else if (value.isOptionalTensorList()) {
+      auto list = value.toOptionalTensorList();
+      for (size_t j = 0; j < list.size(); ++j) {
+        std::optional<at::Tensor> item = list[j];
+        if (item.has_value()) {
+          list[j] = aliases.to_cpu(*item, true);
+        }
+      }
     } else if (value.isList()) {  // lists of tensor lists: allgather's outputs
       for (auto item : value.toList()) {
         if (item.get().isTensorList()) {
@@ -337,14 +345,6 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
           for (size_t j = 0; j < list.size(); ++j) {
             list[j] = aliases.to_cpu(list[j], true);
           }
-        }
-      }
-    } else if (value.isOptionalTensorList()) {
-      auto list = value.toOptionalTensorList();
-      for (size_t j = 0; j < list.size(); ++j) {
-        std::optional<at::Tensor> item = list[j];
-        if (item.has_value()) {
-          list[j] = aliases.to_cpu(*item, true);
         }
       }
     } else if (value.isStorage() && value.toStorage().device_type() == kNeuron) {
