@@ -2,10 +2,10 @@
 
 The core runs every op with CPU's kernel on the tensors' memory; what Python adds here is what
 makes results equal CPU's where PyTorch would otherwise treat a PrivateUse1 device differently
-from CPU: CPU's kernel for ops that also have a composite one, CPU's attention choice, and CPU's
-for-loop optimizer default. Not yet carried over from the Python device (docs/torch.md): the op
-table (its precision rules, fallback counts and strict mode), the profiler, the process-group
-backend, the NKI bridge and torch.compile.
+from CPU (CPU's kernel for ops that also have a composite one, collectives on CPU views, CPU's
+attention, dropout and for-loop optimizer default), and the handlers the core calls for device
+mismatches, fallbacks and the profiler. Not yet carried over from the Python device
+(docs/torch.md, "Speed"): the op table's precision rules and torch.compile.
 """
 
 from __future__ import annotations
@@ -139,6 +139,7 @@ def _module():
         "memory_allocated": lambda device=None: core.memory_allocated(_index(device)),
         "memory_reserved": lambda device=None: core.memory_allocated(_index(device)),
         "max_memory_allocated": lambda device=None: core.max_memory_allocated(_index(device)),
+        "max_memory_reserved": lambda device=None: core.max_memory_allocated(_index(device)),
         "reset_peak_memory_stats": lambda device=None: core.reset_peak_memory(_index(device)),
         "mem_get_info": lambda device=None: _memory_info(_index(device), distributed.machine()),
         # torch.load asks this before it makes storages on the device, which the core can
