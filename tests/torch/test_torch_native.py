@@ -18,7 +18,7 @@ SCRIPT = r"""
 import copy, json, sys
 import torch
 from torch.nn import functional as F
-import trnsim.torch
+import trnsim, trnsim.torch
 
 sys.path.insert(0, TESTS)
 from torch_gpt import GPT, batches, train
@@ -58,6 +58,11 @@ try:
     a + torch.ones(8, 8)
 except trnsim.torch.DeviceMismatchError:
     found["cpu_tensor_refused"] = True
+try:
+    torch.zeros(2, device=f"neuron:{torch.neuron.device_count()}")
+except trnsim.UnsupportedError:
+    found["missing_index_refused"] = True
+found["stream_device"] = str(torch.neuron.Stream().device)
 with trnsim.torch.profile() as prof:
     (a @ b).relu()
 found["profiled"] = sorted(op for op, _, _ in prof.counts)
@@ -92,6 +97,7 @@ def test_the_cpp_core_gives_cpu_results_on_real_neuron_tensors():
         "view_writes_through": True,
         "out_resized": [[8, 8], True], "generator_draws_like_cpu": True,
         "memory_counted": 4000, "memory_freed": True, "cpu_tensor_refused": True,
+        "missing_index_refused": True, "stream_device": "neuron:0",
         "profiled": ["aten.mm.default", "aten.relu.default"],
         "fallbacks": {"aten.kthvalue.values": 1}, "inference_attention_is_cpus": True,
         "tied_weights_stay_tied": True, "gpt_bitwise_equal": True,

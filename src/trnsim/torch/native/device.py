@@ -173,6 +173,7 @@ def register() -> list:
     for namespace in ("c10d", "_c10d_functional"):
         core.run_on_cpu_for(namespace, collective_ops(namespace))
     core.set_mismatch_handler(_refuse_mismatch)
+    core.set_index_handler(python_device.check_index)  # raises UnsupportedError for a missing index
     core.set_recorder(_record)
     core.set_fallback_handler([f"aten::{name}" for name in ops.FAMILIES], _note_fallback)
     _cpu_optimizer_default()

@@ -52,7 +52,14 @@ void count(int device, int64_t bytes) {
   }
 }
 
+// Raises trnsim's UnsupportedError for a device the node does not have (set from Python).
+PyObject* index_handler = nullptr;
+
 c10::DeviceIndex checked_index(c10::DeviceIndex index) {
+  if ((index < 0 || index >= device_count.load()) && index_handler != nullptr) {
+    py::gil_scoped_acquire gil;
+    py::reinterpret_borrow<py::object>(index_handler)(static_cast<int>(index));
+  }
   TORCH_CHECK(index >= 0 && index < device_count.load(), "neuron:", static_cast<int>(index),
               " does not exist: the emulated node has ", device_count.load(), " neuron devices");
   return index;
@@ -456,7 +463,8 @@ struct Guard final : c10::impl::DeviceGuardImplInterface {
   void setDevice(c10::Device device) const override { current_device = checked_index(device.index()); }
   void uncheckedSetDevice(c10::Device device) const noexcept override { current_device = device.index(); }
   c10::Stream getStream(c10::Device device) const override {
-    return c10::Stream(c10::Stream::DEFAULT, device);
+    auto index = device.has_index() ? device.index() : current_device;
+    return c10::Stream(c10::Stream::DEFAULT, c10::Device(kNeuron, index));
   }
   c10::Stream exchangeStream(c10::Stream stream) const override { return getStream(stream.device()); }
   c10::Stream getNewStream(c10::Device device, int /*priority*/) const override { return getStream(device); }
@@ -583,6 +591,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("set_fallback_handler", [](const std::vector<std::string>& names, py::object handler) {
     implemented = std::unordered_set<std::string>(names.begin(), names.end());
     fallback_handler = handler.inc_ref().ptr();  // kept for the life of the process
+  });
+  module.def("set_index_handler", [](py::object handler) {
+    index_handler = handler.inc_ref().ptr();  // kept for the life of the process
   });
   module.def("set_recorder", [](py::object callback) {
     recorder = callback.inc_ref().ptr();  // kept for the life of the process
