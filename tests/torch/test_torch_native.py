@@ -32,6 +32,9 @@ found["ops_equal_cpu"] = all(torch.equal(n.cpu(), c) for n, c in [
     (torch.where(a > 0, a, b), torch.where(x > 0, x, y)), (a[torch.tensor([1, 3])], x[[1, 3]]),
     (a[torch.tensor([1, 3], device="neuron")], x[[1, 3]])])
 
+low = torch.randn(256, 256).bfloat16()  # TensorE's rule: fp32 products and sums, rounded once
+found["bf16_matmul_accumulates_in_fp32"] = torch.equal((low.to("neuron") @ low.to("neuron")).cpu(),
+                                                       (low.float() @ low.float()).bfloat16())
 z = torch.randn(4, dtype=torch.complex64)
 found["lazy_conj_and_neg"] = [torch.equal((z.to("neuron").conj() * 2).cpu(), z.conj() * 2),
                               torch.equal(z.to("neuron").conj().cpu(), z.conj()),
@@ -94,6 +97,7 @@ def test_the_cpp_core_gives_cpu_results_on_real_neuron_tensors():
     found = json.loads(process.stdout.strip().splitlines()[-1])
     assert found == {
         "device": "neuron:0", "ops_equal_cpu": True, "lazy_conj_and_neg": [True, True, True],
+        "bf16_matmul_accumulates_in_fp32": True,
         "view_writes_through": True,
         "out_resized": [[8, 8], True], "generator_draws_like_cpu": True,
         "memory_counted": 4000, "memory_freed": True, "cpu_tensor_refused": True,

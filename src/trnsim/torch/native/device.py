@@ -5,7 +5,7 @@ makes results equal CPU's where PyTorch would otherwise treat a PrivateUse1 devi
 from CPU (CPU's kernel for ops that also have a composite one, collectives on CPU views, CPU's
 attention, dropout and for-loop optimizer default), and the handlers the core calls for device
 mismatches, fallbacks and the profiler. Not yet carried over from the Python device
-(docs/torch.md, "Speed"): the op table's precision rules and torch.compile.
+(docs/torch.md, "Speed"): stochastic rounding and torch.compile.
 """
 
 from __future__ import annotations
@@ -176,6 +176,7 @@ def register() -> list:
     core.set_index_handler(python_device.check_index)  # raises UnsupportedError for a missing index
     core.set_recorder(_record)
     core.set_fallback_handler([f"aten::{name}" for name in ops.FAMILIES], _note_fallback)
+    core.set_fp32_accumulate([f"aten::{name}" for name in ops.FP32_ACCUMULATE])
     _cpu_optimizer_default()
     kernels = torch.library.Library("aten", "IMPL")
     attention.register(kernels)

@@ -295,6 +295,28 @@ void check_implemented(const c10::OperatorHandle& op) {
   }
 }
 
+// Matmuls and convolutions whose operands are all bf16 (or all fp16) multiply and accumulate in
+// fp32 and round once, as TensorE does into PSUM (trnsim.torch.ops.FP32_ACCUMULATE).
+std::unordered_set<std::string> accumulating;
+
+std::optional<at::ScalarType> low_precision(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                                            size_t first) {
+  if (accumulating.count(op.schema().name()) == 0 || op.schema().is_mutable()) {
+    return std::nullopt;
+  }
+  std::optional<at::ScalarType> found;
+  for (size_t i = first; i < stack.size(); ++i) {
+    if (stack[i].isTensor() && stack[i].toTensor().defined()) {
+      auto dtype = stack[i].toTensor().scalar_type();
+      if (found.has_value() && *found != dtype) {
+        return std::nullopt;  // mixed dtypes: CPU's kernel refuses them with its own error
+      }
+      found = dtype;
+    }
+  }
+  return found == at::kBFloat16 || found == at::kHalf ? found : std::nullopt;
+}
+
 c10::DeviceIndex device_argument(const c10::IValue& value) {
   return value.isDevice() && value.toDevice().type() == kNeuron ? value.toDevice().index() : -1;
 }
@@ -371,7 +393,22 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (asked >= 0 && aliases.device < 0) {
     aliases.device = asked;
   }
+  const auto low = low_precision(op, *stack, first);
+  if (low.has_value()) {
+    for (size_t i = first; i < stack->size(); ++i) {
+      if ((*stack)[i].isTensor() && (*stack)[i].toTensor().defined()) {
+        (*stack)[i] = (*stack)[i].toTensor().to(at::kFloat);
+      }
+    }
+  }
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  if (low.has_value()) {
+    for (size_t i = stack->size() - op.schema().returns().size(); i < stack->size(); ++i) {
+      if ((*stack)[i].isTensor() && (*stack)[i].toTensor().scalar_type() == at::kFloat) {
+        (*stack)[i] = (*stack)[i].toTensor().to(*low);
+      }
+    }
+  }
   aliases.write_back();
   std::unordered_map<c10::StorageImpl*, c10::Storage> fresh;
   const auto returns = op.schema().returns().size();
@@ -594,6 +631,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   });
   module.def("set_index_handler", [](py::object handler) {
     index_handler = handler.inc_ref().ptr();  // kept for the life of the process
+  });
+  module.def("set_fp32_accumulate", [](const std::vector<std::string>& names) {
+    accumulating = std::unordered_set<std::string>(names.begin(), names.end());
   });
   module.def("set_recorder", [](py::object callback) {
     recorder = callback.inc_ref().ptr();  // kept for the life of the process
