@@ -171,7 +171,7 @@ struct Aliases {
 
   at::Tensor to_cpu(const at::Tensor& t, bool in_list = false) {
     if (!is_neuron(t)) {
-      if (t.defined()) {
+      if (t.defined() && t.has_storage()) {
         cpu_inputs.push_back(t.storage().unsafeGetStorageImpl());
         if (t.dim() > 0 && !stray.defined()) {
           stray = t;
