@@ -262,16 +262,17 @@ def run_whole_out_overloads() -> list[str]:
             if getattr(getattr(torch.ops.aten, name), overload)._schema.is_mutable]
 
 
-def composite_ops_with_cpu_kernels() -> list[str]:
-    """Ops CPU runs with a kernel of its own but other devices decompose (e.g. silu_backward).
+def composite_ops_with_cpu_kernels(composites=("CompositeImplicitAutograd",)) -> list[str]:
+    """Ops CPU runs with a kernel of its own but other devices run through one of `composites`
+    (e.g. silu_backward, which they decompose).
 
     Registering any PrivateUse1 kernel for them stops the decomposition above the Python key, so
     __torch_dispatch__ sees the op itself and runs CPU's kernel: results stay bitwise equal.
     """
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
     return sorted(name.removeprefix("aten::") for name in torch._C._dispatch_get_all_op_names()
-                  if name.startswith("aten::") and has_kernel(name, "CompositeImplicitAutograd")
-                  and has_kernel(name, "CPU"))
+                  if name.startswith("aten::") and has_kernel(name, "CPU")
+                  and any(has_kernel(name, key) for key in composites))
 
 
 def factory_overloads() -> list:

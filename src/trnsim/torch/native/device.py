@@ -38,10 +38,8 @@ def ops_run_whole_on_cpu() -> list[str]:
     """Ops with a CPU kernel of their own besides a composite one every other device would run
     (silu_backward, add, ...), and BRANCHING_ON_DEVICE: on neuron they get CPU's kernel."""
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
-    return sorted({name.removeprefix("aten::") for name in torch._C._dispatch_get_all_op_names()
-                   if name.startswith("aten::") and has_kernel(name, "CPU")
-                   and any(has_kernel(name, key) for key in COMPOSITES)
-                   and not has_kernel(name, "PrivateUse1")} | set(BRANCHING_ON_DEVICE))
+    return sorted({name for name in python_device.composite_ops_with_cpu_kernels(COMPOSITES)
+                   if not has_kernel(f"aten::{name}", "PrivateUse1")} | set(BRANCHING_ON_DEVICE))
 
 
 def collective_ops(namespace: str) -> list[str]:

@@ -317,6 +317,38 @@ std::optional<at::ScalarType> low_precision(const c10::OperatorHandle& op, const
   return found == at::kBFloat16 || found == at::kHalf ? found : std::nullopt;
 }
 
+// Replaces each tensor held by `value` (a tensor, a list of them, of optional ones, or a list of
+// tensor lists) by `change(tensor, in_list)`. False when `value` holds no tensors.
+template <typename Change>
+bool change_tensors(c10::IValue& value, Change change) {
+  if (value.isTensor()) {
+    value = change(value.toTensor(), false);
+  } else if (value.isTensorList()) {
+    auto list = value.toTensorList();
+    for (size_t j = 0; j < list.size(); ++j) {
+      list[j] = change(list[j], true);
+    }
+  } else if (value.isOptionalTensorList()) {
+    auto list = value.toOptionalTensorList();
+    for (size_t j = 0; j < list.size(); ++j) {
+      std::optional<at::Tensor> item = list[j];
+      if (item.has_value()) {
+        list[j] = change(*item, true);
+      }
+    }
+  } else if (value.isList()) {  // lists of tensor lists: allgather's outputs
+    for (auto item : value.toList()) {
+      if (item.get().isTensorList()) {
+        c10::IValue inner = item.get();
+        change_tensors(inner, change);
+      }
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
 c10::DeviceIndex device_argument(const c10::IValue& value) {
   return value.isDevice() && value.toDevice().type() == kNeuron ? value.toDevice().index() : -1;
 }
@@ -350,32 +382,11 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   Aliases aliases;
   c10::DeviceIndex asked = -1;
+  auto to_cpu = [&](const at::Tensor& t, bool in_list) { return aliases.to_cpu(t, in_list); };
   for (size_t i = first; i < stack->size(); ++i) {
     auto& value = (*stack)[i];
-    if (value.isTensor()) {
-      value = aliases.to_cpu(value.toTensor());
-    } else if (value.isTensorList()) {
-      auto list = value.toTensorList();
-      for (size_t j = 0; j < list.size(); ++j) {
-        list[j] = aliases.to_cpu(list[j], true);
-      }
-    } else if (value.isOptionalTensorList()) {
-      auto list = value.toOptionalTensorList();
-      for (size_t j = 0; j < list.size(); ++j) {
-        std::optional<at::Tensor> item = list[j];
-        if (item.has_value()) {
-          list[j] = aliases.to_cpu(*item, true);
-        }
-      }
-    } else if (value.isList()) {  // lists of tensor lists: allgather's outputs
-      for (auto item : value.toList()) {
-        if (item.get().isTensorList()) {
-          auto list = item.get().toTensorList();
-          for (size_t j = 0; j < list.size(); ++j) {
-            list[j] = aliases.to_cpu(list[j], true);
-          }
-        }
-      }
+    if (change_tensors(value, to_cpu)) {
+      continue;
     } else if (value.isStorage() && value.toStorage().device_type() == kNeuron) {
       value = c10::IValue(aliases.storage_to_cpu(value.toStorage()));  // set_(storage, ...)
     } else if (auto index = device_argument(value); index >= 0) {
@@ -413,24 +424,7 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::unordered_map<c10::StorageImpl*, c10::Storage> fresh;
   const auto returns = op.schema().returns().size();
   for (size_t i = stack->size() - returns; i < stack->size(); ++i) {
-    auto& value = (*stack)[i];
-    if (value.isTensor()) {
-      value = aliases.to_neuron(value.toTensor(), fresh);
-    } else if (value.isTensorList()) {
-      auto list = value.toTensorList();
-      for (size_t j = 0; j < list.size(); ++j) {
-        list[j] = aliases.to_neuron(list[j], fresh);
-      }
-    } else if (value.isList()) {
-      for (auto item : value.toList()) {
-        if (item.get().isTensorList()) {
-          auto list = item.get().toTensorList();
-          for (size_t j = 0; j < list.size(); ++j) {
-            list[j] = aliases.to_neuron(list[j], fresh);
-          }
-        }
-      }
-    }
+    change_tensors((*stack)[i], [&](const at::Tensor& t, bool) { return aliases.to_neuron(t, fresh); });
   }
   if (recorded) {
     record(op, inputs, *stack, returns);
@@ -591,8 +585,8 @@ TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFallthrough());
 }
 
-// Kernels registered from Python at start-up: ops whose CPU kernel differs from the composite
-// one other devices would get.
+// Kernels registered from Python at start-up (trnsim.torch.native.device): ops that must run
+// whole with CPU's kernel.
 std::vector<std::unique_ptr<torch::Library>> libraries;
 
 // Drops PyTorch's warning that a kernel replaces another (c10d's own PrivateUse1 collectives).
@@ -617,7 +611,7 @@ void run_on_cpu_for(const std::string& ns, const std::vector<std::string>& names
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   at::RegisterPrivateUse1HooksInterface(&hooks);
   c10::SetAllocator(kNeuron, &allocator);
-  module.def("run_on_cpu_for", &run_on_cpu_for, "Give each named aten overload CPU's kernel on neuron.");
+  module.def("run_on_cpu_for", &run_on_cpu_for, "Give each named overload of a namespace CPU's kernel on neuron.");
   module.def("set_device_count", [](int n) {
     TORCH_CHECK(n > 0 && n <= kMaxDevices, "a node has 1 to ", kMaxDevices, " neuron devices");
     device_count = n;
