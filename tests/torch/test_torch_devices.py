@@ -84,11 +84,10 @@ def test_torch_accelerator_memory_calls_answer_for_neuron_and_refuse_what_is_not
     assert torch.accelerator.get_memory_info(0) == torch.neuron.mem_get_info(0)
     torch.accelerator.synchronize()
     torch.accelerator.empty_cache()
-    with pytest.raises(UnsupportedError, match="memory_allocated"):
-        torch.accelerator.max_memory_allocated()
-    with pytest.raises(UnsupportedError, match="no peaks"):
-        torch.accelerator.reset_peak_memory_stats()
+    assert torch.accelerator.max_memory_allocated() >= torch.accelerator.memory_allocated()
     del x
+    torch.accelerator.reset_peak_memory_stats()
+    assert torch.accelerator.max_memory_allocated() == torch.accelerator.memory_allocated()
 
 
 def test_an_index_pytorch_wrapped_around_is_explained():
@@ -103,8 +102,7 @@ def test_torch_neuron_answers_what_device_generic_code_asks():
     assert torch.neuron.memory_reserved() == torch.neuron.memory_allocated()
     assert torch.neuron.is_bf16_supported() is True
     assert "logical NeuronCore" in torch.neuron.get_device_name()
-    with pytest.raises(UnsupportedError, match="keeps no peaks"):
-        torch.neuron.max_memory_allocated()
+    assert torch.neuron.max_memory_reserved() == torch.neuron.max_memory_allocated()
 
 
 def test_a_model_moves_to_neuron_inside_inference_mode():

@@ -37,7 +37,7 @@ def double_in_place(a):
 def test_kernel_on_neuron_tensors_returns_neuron_tensors():
     a, b = torch.randn(64, 32), torch.randn(64, 32)
     out = trnsim.torch.nki_call(add_rows, a.to("neuron"), b.to("neuron"), target="trn2")
-    assert isinstance(out, trnsim.torch.NeuronTensor) and out.device.type == "neuron"
+    assert out.device.type == "neuron"
     assert torch.equal(out.cpu(), a + b)
     assert torch.equal((out * 2).cpu(), (a + b) * 2)
 
@@ -64,7 +64,7 @@ def test_calling_a_kernel_directly_on_neuron_tensors_gives_neuron_tensors():
     a, b = torch.randn(64, 32), torch.randn(64, 32)
     for run in (add_rows, nki.simulate(add_rows, target="trn2")):
         out = run(a.to("neuron"), b.to("neuron"))
-        assert isinstance(out, trnsim.torch.NeuronTensor)
+        assert out.device.type == "neuron"
         assert torch.equal(out.cpu(), a + b)
     written = a.to("neuron")
     double_in_place(written)

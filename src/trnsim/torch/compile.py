@@ -3,8 +3,9 @@ graphs; each is lowered to the emulator's kernels (the same table eager mode use
 profile every node is charged at the shapes it runs with; `LoweredGraph.device_s` gives a graph's
 time at the shapes it was traced with, without running it.
 
-AOTAutograd hands the compiled graphs the CPU buffers inside the neuron tensors, so factory nodes
-that name `device=neuron` are rewritten to the buffers' device before the graph runs.
+On the Python device, AOTAutograd hands the compiled graphs the CPU buffers inside the neuron
+tensors, so factory nodes that name `device=neuron` are rewritten to the buffers' device before the
+graph runs. On the C++ core the graphs get neuron tensors and run each node as eager mode would.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import fx
 
-from trnsim.torch import ops, profiler
+from trnsim.torch import native, ops, profiler
 from trnsim.torch.tensor import CPU
 
 
@@ -80,7 +81,9 @@ class LoweredGraph(fx.Interpreter):
         calls = [n for n in gm.graph.nodes
                  if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)]
         self.signatures = [signature_of(n) for n in calls]
-        self._kernels = {n.target: ops.kernel_for(n.target) for n in calls}
+        # the C++ core runs each node as eager mode does (and reports none: the graph charges them)
+        kernel_for = (lambda _: ops.plain) if native.selected() else ops.kernel_for
+        self._kernels = {n.target: kernel_for(n.target) for n in calls}
         self.active: profiler.Profile | None = None
 
     def call_function(self, target, args, kwargs):
@@ -102,15 +105,17 @@ class LoweredGraph(fx.Interpreter):
     def __call__(self, args):
         self.active = profiler.current()
         try:
-            return self.boxed_run(args)
+            with native.unrecorded():
+                return self.boxed_run(args)
         finally:
             self.active = None
 
 
 def lower(gm: fx.GraphModule, example_inputs) -> LoweredGraph:
     """AOTAutograd's compiler hook for both the forward and the backward graph."""
-    rewrite_devices(gm.graph)
-    gm.recompile()
+    if not native.selected():
+        rewrite_devices(gm.graph)
+        gm.recompile()
     lowered = LoweredGraph(gm)
     lowered._boxed_call = True
     return lowered

@@ -1,24 +1,28 @@
-"""Graphs that the default `torch.compile` backend (inductor) compiles from neuron tensors, seen
-by `trnsim.torch.profile`.
+"""Graphs that the default `torch.compile` backend (inductor) compiles from neuron tensors: built
+with inductor's CPU code generator, and seen by `trnsim.torch.profile`.
 
-AOTAutograd hands inductor the CPU buffers inside the neuron tensors, so the compiled code never
-dispatches on a neuron tensor and the profiler would not see it. When the inputs Dynamo passes
-the backend are neuron tensors, inductor's per-graph compiler is wrapped for that compilation:
+Neuron tensors are host memory, so the C++ loops inductor writes for CPU run on them unchanged;
+`neuron` is registered with inductor as a device that generates CPU's code (`register_codegen`).
+The compiled code never dispatches its fused loops through the device, so the profiler would not
+see them. When the inputs Dynamo passes the backend are neuron tensors, inductor's per-graph
+compiler is wrapped for that compilation:
 it notes each aten node's signature at the traced shapes (as `torch.compile(backend="neuron")`
 does, compile.py) and makes the compiled graph charge those nodes to the active profile every
 time it runs. AOTAutograd's cache, which would hand back a compiled graph without compiling it,
-is off for these compilations. Graphs compiled from CPU tensors are left exactly as they are.
+is off for these compilations. The ops the compiled code does dispatch (its extern kernels, such
+as mm) are not reported again. Graphs compiled from CPU tensors are left exactly as they are.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
 
 import torch
 
-from trnsim.torch import profiler
-from trnsim.torch.tensor import NeuronTensor
+from trnsim.torch import native, profiler
+from trnsim.torch.tensor import NAME, NeuronTensor, is_neuron
 
 
 class ProfileWarning(UserWarning):
@@ -33,13 +37,48 @@ def install() -> None:
         return
 
     def __call__(self, model_, inputs_, **kwargs):
-        if not any(isinstance(value, NeuronTensor) for value in inputs_):
+        if not any(isinstance(value, NeuronTensor) or is_neuron(value) for value in inputs_):
             return original(self, model_, inputs_, **kwargs)
+        if native.selected():
+            register_codegen()
         with _profiled_compilation():
             return original(self, model_, inputs_, **kwargs)
 
     __call__._trnsim_original = original
     wrapper.__call__ = __call__
+
+
+@functools.cache
+def register_codegen() -> None:
+    """Have inductor generate CPU's code (C++ loops, a Python wrapper) for the neuron device."""
+    from torch._dynamo.device_interface import CpuInterface, register_interface_for_device
+    from torch._inductor.codegen import common
+    from torch._inductor.codegen.cpp import CppScheduling
+    from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+    from torch._inductor.virtualized import V
+
+    class NeuronWrapperCodegen(PythonWrapperCodegen):
+        """CPU's wrapper code; it calls a neuron graph's kernels as it calls a CPU graph's."""
+
+        @staticmethod
+        def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+            if is_subgraph:
+                return PythonWrapperCodegen.create(is_subgraph, subgraph_name, parent_wrapper,
+                                                   partition_signatures)
+            return NeuronWrapperCodegen()
+
+        def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None, triton=True, **kwargs):
+            device = device or V.graph.get_current_device_or_throw()
+            if not triton and device.type == NAME:
+                self.writeline(self.wrap_kernel_call(kernel_name, call_args))
+                return
+            super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
+
+    common.init_backend_registration()
+    common.register_backend_for_device(NAME, CppScheduling, NeuronWrapperCodegen)
+    common.register_device_op_overrides(NAME, CpuDeviceOpOverrides())
+    register_interface_for_device(NAME, CpuInterface)
 
 
 @contextlib.contextmanager
@@ -98,5 +137,6 @@ def _charging(run, keys: list[tuple]):
         if active is not None:
             for key in keys:
                 active.record_key(key)
-        return run(inputs)
+        with native.unrecorded():
+            return run(inputs)
     return current_callable

@@ -25,3 +25,9 @@ def round_to(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         return x.to(dtype)
     rounded = numerics.cast(x.detach().contiguous().numpy(), "bfloat16", rounding="stochastic")
     return torch.from_numpy(rounded.view(np.int16)).view(torch.bfloat16).reshape(x.shape)
+
+
+def stochastically_rounded(x: torch.Tensor) -> torch.Tensor | None:
+    """`x` (fp32, CPU) rounded stochastically to bf16 if the switch is on, else None (round to
+    nearest even): the C++ core asks this for each fp32 -> bf16 write while the switch is set."""
+    return round_to(x, torch.bfloat16) if rounds_stochastically(x.dtype, torch.bfloat16) else None

@@ -55,9 +55,10 @@ def _pending_type():
 
 
 def _real(values) -> bool:
-    """True when every tensor among `values` (lists included) is a plain CPU buffer, or the pending
-    result of a functional collective (which waits for it when read)."""
-    allowed = (torch.Tensor, _pending_type())
+    """True when every tensor among `values` (lists included) holds values: a plain tensor or
+    parameter (not a fake or functional one), or the pending result of a functional collective
+    (which waits for it when read)."""
+    allowed = (torch.Tensor, torch.nn.Parameter, _pending_type())
     return not any(isinstance(v, torch.Tensor) and type(v) not in allowed for v in _tensors(values))
 
 

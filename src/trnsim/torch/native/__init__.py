@@ -11,6 +11,7 @@ It is not yet the default device: TRNSIM_TORCH_NATIVE=1 registers it instead of 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import shutil
@@ -65,3 +66,18 @@ def record_ops(on: bool) -> None:
     """Have the core report each op to the profiler (trnsim.torch.profile opens and closes this)."""
     if selected():
         load().set_recording(on)
+
+
+@contextlib.contextmanager
+def unrecorded():
+    """Ops run inside are not reported by the core: a compiled graph charges its nodes itself."""
+    if not selected():
+        yield
+        return
+    core = load()
+    was = core.recording()
+    core.set_recording(False)
+    try:
+        yield
+    finally:
+        core.set_recording(was)

@@ -17,8 +17,9 @@ import types
 
 import torch
 
-from trnsim.torch import accelerator, attention, autocast, fallback, native, ops, profiler, rnn
+from trnsim.torch import accelerator, attention, autocast, fallback, inductor, native, ops, precision, profiler, rnn
 from trnsim.torch import device as python_device
+from trnsim.errors import UnsupportedError
 from trnsim.torch.errors import DeviceMismatchError
 from trnsim.torch.tensor import NAME, buffer_of, to_neuron
 
@@ -42,13 +43,13 @@ def ops_run_whole_on_cpu() -> list[str]:
                    if not has_kernel(f"aten::{name}", "PrivateUse1")} | set(BRANCHING_ON_DEVICE))
 
 
-def collective_ops(namespace: str) -> list[str]:
-    """The collectives of `namespace` (c10d, and _c10d_functional's for DTensor). Their PrivateUse1
-    kernels hand neuron tensors to the process group's backend, which gloo refuses; run as on CPU,
-    gloo gets CPU views of the same memory, and the profiler sees each one."""
+def collective_ops() -> list[str]:
+    """c10d's collectives. Their PrivateUse1 kernels hand neuron tensors to the process group's
+    backend, which gloo refuses; run as on CPU, gloo gets CPU views of the same memory, and the
+    profiler sees each one."""
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
-    return sorted(name.removeprefix(f"{namespace}::") for name in torch._C._dispatch_get_all_op_names()
-                  if name.startswith(f"{namespace}::") and has_kernel(name, "CPU"))
+    return sorted(name.removeprefix("c10d::") for name in torch._C._dispatch_get_all_op_names()
+                  if name.startswith("c10d::") and has_kernel(name, "CPU"))
 
 
 def _cpu_optimizer_default() -> None:
@@ -81,6 +82,45 @@ def integer_histc(input, bins: int = 100, min=0, max=0, *, out=None):
     if out is None:
         return to_neuron(counts, input.device)
     return out.resize_(counts.shape).copy_(counts)
+
+
+def _share_between_processes() -> None:
+    """Neuron tensors sent to another process (a DataLoader worker's batch) travel as CPU tensors in
+    shared memory and arrive on the same device; PyTorch's own path is CUDA's IPC, which hung."""
+    from multiprocessing import reduction
+
+    from torch.multiprocessing import reductions
+
+    def reduce(tensor):
+        if tensor.device.type != NAME:
+            return reductions.reduce_tensor(tensor)
+        return _rebuild_on_device, (tensor.detach().cpu(), tensor.device.index, tensor.requires_grad)
+
+    for kind in (torch.Tensor, torch.nn.Parameter):
+        reduction.register(kind, reduce)
+
+
+def _rebuild_on_device(values: torch.Tensor, index: int, requires_grad: bool) -> torch.Tensor:
+    return values.to(torch.device(NAME, index)).requires_grad_(requires_grad)
+
+
+def _refuse_dlpack() -> None:
+    """DLPack hands out device memory, which an emulated device does not have: refused by name
+    (PyTorch's own message was a raw ValueError)."""
+    for name in ("__dlpack__", "__dlpack_device__"):
+        original = getattr(torch.Tensor, name)
+        if getattr(original, "_trnsim_original", None) is not None:
+            continue
+
+        def export(self, *args, _original=original, **kwargs):
+            if self.device.type == NAME:
+                raise UnsupportedError("DLPack export of a neuron tensor: the emulated device has no "
+                                       "memory to hand out", what="__dlpack__",
+                                       hint="call .cpu() first, then export")
+            return _original(self, *args, **kwargs)
+
+        export._trnsim_original = original
+        setattr(torch.Tensor, name, export)
 
 
 def _note_fallback(name: str, overload: str) -> None:
@@ -168,14 +208,19 @@ def register() -> list:
     torch._register_device_module(NAME, _module())
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
     core.run_on_cpu_for("aten", ops_run_whole_on_cpu())
-    for namespace in ("c10d", "_c10d_functional"):
-        core.run_on_cpu_for(namespace, collective_ops(namespace))
+    core.run_on_cpu_for("c10d", collective_ops())
+    # Functional collectives (DTensor's) are composites of c10d's, which the profiler sees; their
+    # wait would reach no device kernel.
+    core.run_composite_for("_c10d_functional", ["wait_tensor"])
     core.set_mismatch_handler(_refuse_mismatch)
     core.set_index_handler(python_device.check_index)  # raises UnsupportedError for a missing index
     core.set_recorder(_record)
+    core.set_rounding_handler(precision.stochastically_rounded)
     core.set_fallback_handler([f"aten::{name}" for name in ops.FAMILIES], _note_fallback)
     core.set_fp32_accumulate([f"aten::{name}" for name in ops.FP32_ACCUMULATE])
     _cpu_optimizer_default()
+    _share_between_processes()
+    _refuse_dlpack()
     kernels = torch.library.Library("aten", "IMPL")
     attention.register(kernels)
     for key in ("AutogradPrivateUse1", "PrivateUse1"):
@@ -190,5 +235,6 @@ def register() -> list:
         kernels.impl(name, _refuse_cuda_only(getattr(torch.ops.aten, name).default), "PrivateUse1")
     autocast.register(kernels)
     accelerator.install()
+    inductor.install()
     torch.autograd.set_multithreading_enabled(False)
     return [kernels]

@@ -24,6 +24,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <unordered_map>
 #include <unordered_set>
@@ -137,6 +138,26 @@ at::Tensor with_storage(c10::Storage storage, const at::Tensor& like, c10::Dispa
 }
 
 bool is_neuron(const at::Tensor& t) { return t.defined() && t.device().type() == kNeuron; }
+
+// Neuron's switch for stochastic rounding of fp32 -> bf16 writes. While the variable is set, such a
+// write asks Python (trnsim.torch.precision, set_rounding_handler) for the rounded values, or None
+// to round to nearest even as CPU does; unset, nothing leaves C++.
+PyObject* rounding_handler = nullptr;
+
+std::optional<at::Tensor> rounded(const at::Tensor& src, at::ScalarType dst) {
+  if (src.scalar_type() != at::kFloat || dst != at::kBFloat16 || rounding_handler == nullptr ||
+      std::getenv("NEURON_RT_STOCHASTIC_ROUNDING_EN") == nullptr) {
+    return std::nullopt;
+  }
+  py::gil_scoped_acquire gil;
+  auto values = py::reinterpret_borrow<py::object>(rounding_handler)(src);
+  return values.is_none() ? std::nullopt : std::make_optional(values.cast<at::Tensor>());
+}
+
+at::Tensor cast(const at::Tensor& t, at::ScalarType dtype) {
+  auto values = rounded(t, dtype);
+  return values.has_value() ? *values : t.to(dtype);
+}
 
 // A neuron generator draws from a CPU generator: the default one per device is CPU's default
 // (random ops give CPU's numbers), `torch.Generator(device="neuron")` gets a new one.
@@ -412,11 +433,17 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       }
     }
   }
+  if (op.schema().name() == "aten::copy_") {  // copy_(self, src): a cast into self rounds as the engines do
+    auto& src = (*stack)[first + 1];
+    if (auto values = rounded(src.toTensor(), (*stack)[first].toTensor().scalar_type())) {
+      src = *values;
+    }
+  }
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
   if (low.has_value()) {
     for (size_t i = stack->size() - op.schema().returns().size(); i < stack->size(); ++i) {
       if ((*stack)[i].isTensor() && (*stack)[i].toTensor().scalar_type() == at::kFloat) {
-        (*stack)[i] = (*stack)[i].toTensor().to(*low);
+        (*stack)[i] = cast((*stack)[i].toTensor(), *low);
       }
     }
   }
@@ -428,6 +455,20 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   if (recorded) {
     record(op, inputs, *stack, returns);
+  }
+}
+
+// Runs a composite `op` on the neuron tensors themselves (CPU's slot holds the composite kernel),
+// so that the profiler sees an op that would otherwise reach no device kernel.
+void run_composite(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const bool recorded = recording.load(std::memory_order_relaxed) && recorder != nullptr;
+  std::vector<c10::IValue> inputs;
+  if (recorded) {
+    inputs.assign(stack->end() - op.schema().arguments().size(), stack->end());
+  }
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  if (recorded) {
+    record(op, inputs, *stack, op.schema().returns().size());
   }
 }
 
@@ -463,7 +504,8 @@ at::Tensor as_cpu(const at::Tensor& t) {
 
 // `_copy_from(src, dst)`: every copy that involves the device (to, from and within it).
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_blocking*/) {
-  as_cpu(dst).copy_(as_cpu(src));
+  auto values = as_cpu(src);
+  as_cpu(dst).copy_(rounded(values, dst.scalar_type()).value_or(values));
   return dst;
 }
 
@@ -594,14 +636,15 @@ struct Silent final : c10::WarningHandler {
   void process(const c10::Warning&) override {}
 };
 
-void run_on_cpu_for(const std::string& ns, const std::vector<std::string>& names) {
+template <void (*kernel)(const c10::OperatorHandle&, torch::jit::Stack*)>
+void register_for(const std::string& ns, const std::vector<std::string>& names) {
   Silent silent;
   c10::WarningUtils::WarningHandlerGuard quiet(&silent);
   auto library = std::make_unique<torch::Library>(torch::Library::IMPL, ns,
                                                   std::make_optional(c10::DispatchKey::PrivateUse1),
                                                   __FILE__, __LINE__);
   for (const auto& name : names) {
-    library->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&run_on_cpu>());
+    library->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<kernel>());
   }
   libraries.push_back(std::move(library));
 }
@@ -611,7 +654,10 @@ void run_on_cpu_for(const std::string& ns, const std::vector<std::string>& names
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   at::RegisterPrivateUse1HooksInterface(&hooks);
   c10::SetAllocator(kNeuron, &allocator);
-  module.def("run_on_cpu_for", &run_on_cpu_for, "Give each named overload of a namespace CPU's kernel on neuron.");
+  module.def("run_on_cpu_for", &register_for<&run_on_cpu>,
+             "Give each named overload of a namespace CPU's kernel on neuron.");
+  module.def("run_composite_for", &register_for<&run_composite>,
+             "Run each named composite overload of a namespace on neuron tensors, seen by the profiler.");
   module.def("set_device_count", [](int n) {
     TORCH_CHECK(n > 0 && n <= kMaxDevices, "a node has 1 to ", kMaxDevices, " neuron devices");
     device_count = n;
@@ -629,10 +675,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("set_fp32_accumulate", [](const std::vector<std::string>& names) {
     accumulating = std::unordered_set<std::string>(names.begin(), names.end());
   });
+  module.def("set_rounding_handler", [](py::object handler) {
+    rounding_handler = handler.inc_ref().ptr();  // kept for the life of the process
+  });
   module.def("set_recorder", [](py::object callback) {
     recorder = callback.inc_ref().ptr();  // kept for the life of the process
   });
   module.def("set_recording", [](bool on) { recording = on; });
+  module.def("recording", []() { return recording.load(); });
   module.def("current_device", []() { return static_cast<int>(current_device); });
   module.def("set_device", [](int device) { current_device = checked_index(device); });
   module.def("memory_allocated", [](int device) { return counters[checked_index(device)].allocated.load(); });
