@@ -236,12 +236,13 @@ def test_assigning_data_shares_the_memory_but_not_the_layout(change):
         assert torch.equal(torch.as_tensor(got), torch.as_tensor(expected))
 
 
-def test_repr_of_a_tensor_traced_by_torch_compile_shows_no_values():
-    """torch.compile's structured logs repr tensors whose buffer is fake: that must not fail."""
+def test_repr_of_a_neuron_tensor_traced_by_torch_compile_shows_no_values():
+    """torch.compile's structured logs repr fake tensors: a fake neuron tensor prints as CUDA's do."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    with FakeTensorMode():
-        fake = torch.empty(3, 4)
-    text = repr(trnsim.torch.NeuronTensor(fake))
-    assert "shape=(3, 4)" in text and "FakeTensor" in text
-    assert "1.5000" in repr(torch.full((2,), 1.5, device="neuron"))
+    real = torch.full((3, 4), 1.5, device="neuron")
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(real)
+    text = repr(fake)
+    assert "FakeTensor" in text and "device='neuron:0'" in text and "size=(3, 4)" in text
+    assert "1.5000" in repr(real)

@@ -12,7 +12,6 @@ import torch
 import torch.distributed as dist
 
 import trnsim.torch  # noqa: F401
-from trnsim.torch import native
 
 SCRIPT = Path(__file__).with_name("dist_parallel.py")
 STRATEGIES = ("ddp+dcp", "fsdp2", "tp", "pipeline")
@@ -45,11 +44,6 @@ def _expected(ranks: int) -> list[str]:
 
 def test_every_strategy_on_two_ranks_is_bitwise_equal_to_cpu(tmp_path):
     assert _launch(2, tmp_path) == _expected(2)
-
-
-@pytest.mark.skipif(bool(native.missing_tools()), reason="building the C++ core needs a compiler and ninja")
-def test_every_strategy_on_two_ranks_of_the_cpp_core_is_bitwise_equal_to_cpu(tmp_path):
-    assert _launch(2, tmp_path, TRNSIM_TORCH_NATIVE="1") == _expected(2)
 
 
 @pytest.mark.slow

@@ -26,7 +26,6 @@ import torch  # noqa: F401  (imported after `autoload` on purpose, see above)
 
 from trnsim.torch import device as _device
 from trnsim.torch import distributed as _distributed
-from trnsim.torch import native as _native
 from trnsim.torch.errors import DeviceMismatchError
 from trnsim.torch.fallback import FallbackWarning
 from trnsim.torch.fallback import counts as fallback_counts
@@ -34,17 +33,17 @@ from trnsim.torch.fallback import reset as reset_fallback_counts
 from trnsim.torch.inductor import ProfileWarning
 from trnsim.torch.nki_bridge import nki_call
 from trnsim.torch.profiler import Profile, Report, profile
-from trnsim.torch.tensor import NeuronTensor, buffer_of, to_neuron
+from trnsim.torch.tensor import buffer_of, is_neuron, to_neuron
 
 __all__ = [
     "DeviceMismatchError",
     "FallbackWarning",
-    "NeuronTensor",
     "Profile",
     "ProfileWarning",
     "Report",
     "buffer_of",
     "fallback_counts",
+    "is_neuron",
     "nki_call",
     "profile",
     "reset_fallback_counts",
@@ -53,10 +52,5 @@ __all__ = [
 
 
 # Registrations live as long as their torch.library objects, so the module keeps them.
-if _native.selected():
-    from trnsim.torch.native import device as _native_device
-
-    _LIBRARIES = _native_device.register()
-else:
-    _LIBRARIES = _device.register()
+_LIBRARIES = _device.register()
 _distributed.register()

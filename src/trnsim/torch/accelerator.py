@@ -1,12 +1,12 @@
 """`torch.accelerator`'s memory and synchronisation calls when the current accelerator is neuron.
 
-PyTorch answers them from a C++ caching allocator and stream API, which a device written in
-Python does not have: every one of them stops in an INTERNAL ASSERT. They are answered here
-instead, from the same figures as `torch.neuron`: memory in use is what the live neuron tensors
-hold (there is no cache, so reserved equals allocated and emptying it frees nothing), the total
-is the device's share of the emulated chip's HBM, and there is nothing to wait for. Peaks and
-accumulated statistics are refused: memory is counted when asked, not per allocation, so there
-is no history to report. With another current accelerator every call goes to PyTorch unchanged.
+PyTorch answers them from a device's C++ caching allocator, which the neuron device does not have
+(its memory is plain host memory): they would stop in an INTERNAL ASSERT. They are answered here
+instead, from the same figures as `torch.neuron`: memory in use and its peak are what the device's
+allocator counts (there is no cache, so reserved equals allocated and emptying it frees nothing),
+the total is the device's share of the emulated chip's HBM, and there is nothing to wait for.
+Accumulated statistics (`memory_stats`) are refused: the allocator keeps no history. With another
+current accelerator every call goes to PyTorch unchanged.
 """
 
 from __future__ import annotations
@@ -24,35 +24,34 @@ def _nothing(*_args, **_kwargs) -> None:
     """Every op has finished when it returns, and no memory is cached."""
 
 
-NO_HISTORY = ("memory_stats", "max_memory_allocated", "max_memory_reserved", "reset_peak_memory_stats",
-              "reset_accumulated_memory_stats")
+NO_HISTORY = ("memory_stats", "reset_accumulated_memory_stats")
 """Memory calls that need a history of allocations: refused in torch.accelerator and torch.neuron."""
 
 
 def no_history(name: str):
     """The refusal of `name` (a qualified function name), one of NO_HISTORY."""
     def refuse(*_args, **_kwargs):
-        raise UnsupportedError(f"{name} on neuron: trnsim counts device memory when asked, not at every "
-                               "allocation, so it keeps no peaks or totals", what=name,
-                               hint="torch.accelerator.memory_allocated() (or torch.neuron."
-                                    "memory_allocated()) gives the memory in use now")
+        raise UnsupportedError(f"{name} on neuron: the device counts the memory in use and its peak, "
+                               "not a history of allocations", what=name,
+                               hint="torch.neuron.memory_allocated() and max_memory_allocated() give "
+                                    "the memory in use and its peak")
     return refuse
 
 
 def _from_device_module(name: str):
-    """The answer `torch.neuron.<name>` gives (the module of whichever device core is registered)."""
+    """The answer `torch.neuron.<name>` gives."""
     def answer(*args, **kwargs):
         return getattr(getattr(torch, NAME), name)(*args, **kwargs)
     return answer
 
 
 ANSWERS = {
-    "memory_allocated": _from_device_module("memory_allocated"),
-    "memory_reserved": _from_device_module("memory_reserved"),
-    "get_memory_info": _from_device_module("mem_get_info"),
     "empty_cache": _nothing,
     "synchronize": _nothing,
-    **{name: _from_device_module(name) for name in NO_HISTORY},
+    "get_memory_info": _from_device_module("mem_get_info"),
+    **{name: _from_device_module(name) for name in (
+        "memory_allocated", "memory_reserved", "max_memory_allocated", "max_memory_reserved",
+        "reset_peak_memory_stats", *NO_HISTORY)},
 }
 """torch.accelerator function -> its answer for the neuron device."""
 

@@ -1,9 +1,10 @@
 """Collectives seen by the profiler: which c10d ops they are, over which ranks, and how long they
 take on the emulated instance (`trnsim.system.collective_time`).
 
-Collectives reach `NeuronTensor.__torch_dispatch__` as c10d ops (`dist.all_reduce`, DDP, FSDP2) or
-functional ones (`_c10d_functional`, DTensor). Each is recorded with the global ranks of its group,
-and timed as nccom-test would size it: the whole buffer, the largest tensor of the call.
+Collectives reach the device as c10d ops (`dist.all_reduce`, DDP, FSDP2, and DTensor's functional
+collectives, which are built on them); a functional collective's wait is recorded too. Each is
+recorded with the global ranks of its group, and timed as nccom-test would size it: the whole
+buffer, the largest tensor of the call.
 """
 
 from __future__ import annotations

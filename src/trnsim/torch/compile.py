@@ -1,11 +1,7 @@
 """`torch.compile(model, backend="neuron")`: AOTAutograd splits forward and backward into aten
-graphs; each is lowered to the emulator's kernels (the same table eager mode uses). Inside a
-profile every node is charged at the shapes it runs with; `LoweredGraph.device_s` gives a graph's
-time at the shapes it was traced with, without running it.
-
-On the Python device, AOTAutograd hands the compiled graphs the CPU buffers inside the neuron
-tensors, so factory nodes that name `device=neuron` are rewritten to the buffers' device before the
-graph runs. On the C++ core the graphs get neuron tensors and run each node as eager mode would.
+graphs, which run node by node on the device as eager mode would. Inside a profile every node is
+charged at the shapes it runs with; `LoweredGraph.device_s` gives a graph's time at the shapes it
+was traced with, without running it.
 """
 
 from __future__ import annotations
@@ -13,28 +9,7 @@ from __future__ import annotations
 import torch
 from torch import fx
 
-from trnsim.torch import native, ops, profiler
-from trnsim.torch.tensor import CPU
-
-
-def _on_buffers(value):
-    """A node argument with the neuron device replaced by the buffers' device."""
-    if isinstance(value, torch.device) and value.type == "neuron":
-        return CPU
-    if isinstance(value, (list, tuple)):
-        return type(value)(_on_buffers(v) for v in value)
-    return value
-
-
-def rewrite_devices(graph: fx.Graph) -> int:
-    """Point every `device=neuron` argument of the graph at CPU; returns how many nodes changed."""
-    changed = 0
-    for node in graph.nodes:
-        args, kwargs = _on_buffers(node.args), {k: _on_buffers(v) for k, v in node.kwargs.items()}
-        if args != node.args or kwargs != node.kwargs:
-            node.args, node.kwargs = args, kwargs
-            changed += 1
-    return changed
+from trnsim.torch import native, profiler
 
 
 def _traced_size(size) -> int:
@@ -74,23 +49,19 @@ def signature_of(node: fx.Node) -> tuple[str, tuple, tuple]:
 
 
 class LoweredGraph(fx.Interpreter):
-    """One forward or backward graph, run node by node through the emulator's kernel table."""
+    """One forward or backward graph, run node by node on the device."""
 
     def __init__(self, gm: fx.GraphModule):
         super().__init__(gm)
         calls = [n for n in gm.graph.nodes
                  if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)]
         self.signatures = [signature_of(n) for n in calls]
-        # the C++ core runs each node as eager mode does (and reports none: the graph charges them)
-        kernel_for = (lambda _: ops.plain) if native.selected() else ops.kernel_for
-        self._kernels = {n.target: kernel_for(n.target) for n in calls}
         self.active: profiler.Profile | None = None
 
     def call_function(self, target, args, kwargs):
-        kernel = self._kernels.get(target)
-        if kernel is None:
+        if not isinstance(target, torch._ops.OpOverload):
             return target(*args, **kwargs)
-        out = kernel(target, args, kwargs)
+        out = target._op(*args, **kwargs)  # `_op` skips the OpOverload's own Python call frame
         if self.active is not None:
             self.active.record(target, args, out)
         return out
@@ -105,7 +76,7 @@ class LoweredGraph(fx.Interpreter):
     def __call__(self, args):
         self.active = profiler.current()
         try:
-            with native.unrecorded():
+            with native.unrecorded():  # the graph charges its nodes itself
                 return self.boxed_run(args)
         finally:
             self.active = None
@@ -113,9 +84,6 @@ class LoweredGraph(fx.Interpreter):
 
 def lower(gm: fx.GraphModule, example_inputs) -> LoweredGraph:
     """AOTAutograd's compiler hook for both the forward and the backward graph."""
-    if not native.selected():
-        rewrite_devices(gm.graph)
-        gm.recompile()
     lowered = LoweredGraph(gm)
     lowered._boxed_call = True
     return lowered

@@ -1,25 +1,38 @@
-"""Registration of `neuron` as a PyTorch device (PrivateUse1, renamed), and the `torch.neuron` module.
+"""`neuron` registered as a PyTorch device on the C++ core (`trnsim.torch.native`), and the
+`torch.neuron` module.
 
-PyTorch 2.13 lets a pure-Python backend supply the device guard and hooks
-(`torch.utils.backend_registration._setup_privateuseone_for_python_backend`, experimental). Ops on
-NeuronTensor reach Python through `__torch_dispatch__`; only calls that never see a neuron tensor
-(factories such as `torch.zeros(..., device="neuron")`, and `_copy_from` inside `torch.tensor`)
-arrive on the PrivateUse1 key, so they get kernels here. Each private API used has a smoke test in
-tests/torch/test_torch_private_api.py.
+The core runs every op with CPU's kernel on the tensors' memory; what Python adds here is what
+makes results equal CPU's where PyTorch would otherwise treat a PrivateUse1 device differently
+from CPU (CPU's kernel for ops that also have a composite one, collectives on CPU views, CPU's
+attention, dropout and for-loop optimizer default), the handlers the core calls for device
+mismatches, fallbacks, stochastic rounding and the profiler, and the calls generic code makes on
+`torch.neuron`. Each private PyTorch API used has a smoke test in tests/torch/test_torch_private_api.py.
 """
 
 from __future__ import annotations
 
 import contextlib
-import gc
+import functools
+import importlib
 import types
 
 import torch
-from torch.utils.data._utils import collate
 
 from trnsim.errors import UnsupportedError
-from trnsim.torch import accelerator, attention, autocast, inductor, loading, precision, rnn, tensor
-from trnsim.torch.tensor import CPU, NAME, NeuronTensor, device_of, unwrap, unwrap_args, unwrap_kwargs, wrap
+from trnsim.torch import (
+    accelerator,
+    attention,
+    autocast,
+    fallback,
+    inductor,
+    native,
+    ops,
+    precision,
+    profiler,
+    rnn,
+)
+from trnsim.torch.errors import DeviceMismatchError
+from trnsim.torch.tensor import NAME, buffer_of, to_neuron
 
 
 class Stream(torch.Stream):
@@ -56,16 +69,18 @@ class Event(torch.Event):
 
 def _module() -> types.ModuleType:
     """`torch.neuron`: the functions AMP, RNG, torch.accelerator and FSDP look up on a device."""
+    core = native.load()
     mod = types.ModuleType("torch.neuron", "The trnsim neuron devices (emulated logical NeuronCores).")
     members = {
         "is_available": lambda: True,
         "is_initialized": lambda: True,
         "_is_in_bad_fork": lambda: False,
         "device_count": device_count,
-        "current_device": lambda: tensor.CURRENT[0].index,
-        "set_device": set_device,
+        "current_device": core.current_device,
+        "set_device": lambda device: core.set_device(check_index(device).index),
+        "device": _device_context,
         "synchronize": lambda device=None: None,
-        # The emulator's random numbers come from the CPU generator, so runs match CPU runs.
+        # The device's default generator is CPU's, so runs match CPU runs.
         "manual_seed": _manual_seed,
         "manual_seed_all": _manual_seed,
         "seed": lambda: torch.default_generator.seed(),
@@ -73,15 +88,19 @@ def _module() -> types.ModuleType:
         "get_rng_state": lambda device=None: torch.get_rng_state(),
         "set_rng_state": lambda state, device=None: torch.set_rng_state(state),
         "get_amp_supported_dtype": lambda: [torch.bfloat16, torch.float16],
-        "memory_allocated": memory_allocated,
-        "memory_reserved": memory_allocated,  # no caching allocator: reserved is what is allocated
+        # no caching allocator: reserved is what is allocated, and emptying the cache frees nothing
+        "memory_allocated": lambda device=None: core.memory_allocated(_index(device)),
+        "memory_reserved": lambda device=None: core.memory_allocated(_index(device)),
+        "max_memory_allocated": lambda device=None: core.max_memory_allocated(_index(device)),
+        "max_memory_reserved": lambda device=None: core.max_memory_allocated(_index(device)),
+        "reset_peak_memory_stats": lambda device=None: core.reset_peak_memory(_index(device)),
+        **{name: accelerator.no_history(f"torch.neuron.{name}") for name in accelerator.NO_HISTORY},
         "empty_cache": lambda: None,
         "mem_get_info": mem_get_info,
         "get_device_name": get_device_name,
         "is_bf16_supported": lambda including_emulation=True: True,
-        **{name: accelerator.no_history(f"torch.neuron.{name}") for name in accelerator.NO_HISTORY},
-        "device": _DeviceContext,
-        "_utils": types.SimpleNamespace(_get_device_index=_storage_index),
+        # torch.load asks this before it makes storages on the device
+        "_utils": types.SimpleNamespace(_get_device_index=torch._utils._get_device_index),
         "Stream": Stream,
         "Event": Event,
         "current_stream": lambda device=None: Stream(),
@@ -97,37 +116,37 @@ def get_device_name(device=None) -> str:
     """The device as `torch.cuda.get_device_name` would name it: the emulated chip and instance."""
     from trnsim.torch import distributed
 
-    check_index(device if device is not None else tensor.CURRENT[0])
+    _index(device)
     chip = distributed.machine().fabric.system.chip.name
     return f"trnsim-emulated {chip} logical NeuronCore ({distributed.instance()})"
 
 
-class _DeviceContext(contextlib.AbstractContextManager):
+@contextlib.contextmanager
+def _device_context(device=None):
     """`torch.neuron.device(index)`: the current device inside the block."""
-
-    def __init__(self, device=None):
-        self.device = None if device is None else check_index(device)
-
-    def __enter__(self):
-        self.previous = tensor.CURRENT[0]
-        if self.device is not None:
-            tensor.CURRENT[0] = self.device
-        return self
-
-    def __exit__(self, *exc) -> None:
-        tensor.CURRENT[0] = self.previous
+    core = native.load()
+    previous = core.current_device()
+    if device is not None:
+        core.set_device(check_index(device).index)
+    try:
+        yield
+    finally:
+        core.set_device(previous)
 
 
-def _storage_index(location, optional: bool = False) -> int:
-    """torch.load asks this before it builds storages on neuron, which cannot exist (a Python
-    backend has no allocator). A string or torch.device `map_location` never gets here
-    (loading.py moves the tensors after a CPU load); a dict or callable one is refused with the
-    way out instead of crashing in C++."""
-    raise UnsupportedError(f"torch.load with a map_location that maps storages to {str(location)!r} "
-                           "needs storages on the neuron device, which trnsim cannot allocate",
-                           what="map_location=neuron",
-                           hint="pass map_location='neuron' (a string or torch.device), or load with "
-                                "map_location='cpu' and move with .to('neuron') or load_state_dict")
+def _index(device) -> int:
+    """The index of the neuron device `device` names (None: the current one)."""
+    return check_index(device).index
+
+
+def mem_get_info(device=None) -> tuple[int, int]:
+    """(free, total) bytes of one device: its share of the chip's HBM (the chip's HBM over the
+    logical cores on it), less the memory its tensors hold."""
+    from trnsim.torch import distributed
+
+    node = distributed.machine()
+    total = node.fabric.system.chip.hbm_bytes // node.ranks_per_chip
+    return total - native.load().memory_allocated(_index(device)), total
 
 
 def _manual_seed(seed: int) -> None:
@@ -146,9 +165,9 @@ def device_count() -> int:
 def check_index(device) -> torch.device:
     """The neuron device `device` names (an index, "neuron:1", a torch.device; no index = the
     current one); an index the node does not have is refused, not silently remapped."""
-    index = device if isinstance(device, int) else torch.device(device).index
+    index = device if isinstance(device, int) or device is None else torch.device(device).index
     if index is None:
-        return tensor.CURRENT[0]
+        return torch.device(NAME, native.load().current_device())
     if index < 0:  # PyTorch keeps a device index in 8 bits: neuron:999 arrives as neuron:-25
         raise UnsupportedError(f"neuron:{index} does not exist (an index of 128 or more wraps around in "
                                f"PyTorch); the emulated node has {device_count()} neuron devices",
@@ -158,172 +177,198 @@ def check_index(device) -> torch.device:
                                "neuron devices", what=f"neuron:{index}",
                                hint="use an index below torch.neuron.device_count() (TRNSIM_TARGET and "
                                     "NEURON_LOGICAL_NC_CONFIG choose the node)")
-    return torch.device("privateuseone", index)
+    return torch.device(NAME, index)
 
 
-def placement(device) -> torch.device:
-    """Where a tensor asked for on `device` goes. Index 0 means the current device: PyTorch's
-    Python-backend device guard always reports device 0 as current, so `.to("neuron")` arrives as
-    neuron:0 even after `set_device(k)` (a process drives one device, as a torchrun rank does)."""
-    resolved = check_index(device)
-    return tensor.CURRENT[0] if resolved.index == 0 else resolved
+BRANCHING_ON_DEVICE = ["convolution", "_convolution", "convolution_backward"]
+"""Composite ops whose C++ code picks a kernel by device type (a PrivateUse1 convolution goes to
+`convolution_overrideable`): run whole with CPU's kernel on neuron, they pick CPU's."""
 
 
-def memory_allocated(device=None) -> int:
-    """Bytes held by the distinct buffers of the live neuron tensors on `device` (default: the
-    current one). Found by walking the garbage collector's objects when asked: no cost per op."""
-    index = check_index(device if device is not None else tensor.CURRENT[0]).index
-    buffers = {}
-    for value in gc.get_objects():
-        if type(value) is NeuronTensor and value.device.index == index and type(value._elem) is torch.Tensor:
-            storage = value._elem.untyped_storage()
-            buffers[storage.data_ptr()] = storage.nbytes()
-    return sum(buffers.values())
+COMPOSITES = ("CompositeImplicitAutograd", "CompositeExplicitAutograd",
+              "CompositeExplicitAutogradNonFunctional")
+"""Kernels every backend without one of its own runs. The last builds a structured op (add, mm)
+from its shape function and its out= kernel: whole on CPU instead, the op is one call, and a CPU
+tensor CUDA would refuse meets the core's device check rather than the shape function's."""
 
 
-def mem_get_info(device=None) -> tuple[int, int]:
-    """(free, total) bytes of one device: its share of the chip's HBM (the chip's HBM over the
-    logical cores on it), less `memory_allocated`."""
-    from trnsim.torch import distributed
-
-    node = distributed.machine()
-    total = node.fabric.system.chip.hbm_bytes // node.ranks_per_chip
-    return total - memory_allocated(device), total
-
-
-def set_device(device) -> None:
-    """`torch.neuron.set_device`: factories and `.to("neuron")` without an index land here."""
-    tensor.CURRENT[0] = check_index(device)
-
-
-def _factory(op):
-    """A PrivateUse1 kernel for a factory: build the values on CPU, hand them to a NeuronTensor."""
-    make = _MATERIALISED.get(op, op)
-
-    def kernel(*args, **kwargs):
-        device = placement(kwargs["device"]) if kwargs.get("device") is not None else None
-        kwargs["device"] = CPU
-        return NeuronTensor(make(*args, **kwargs), device=device)
-
-    return kernel
-
-
-_MATERIALISED = {torch.ops.aten._efficientzerotensor.default: torch.ops.aten.zeros.default}
-"""Factories whose CPU result holds no data (the ZeroTensor forward-mode AD makes for a missing
-tangent), made as the tensor they stand for: a NeuronTensor needs a buffer (it crashed)."""
-
-
-def _stacked(batch, *, collate_fn_map=None):
-    return torch.stack(batch, 0)
-
-
-def _copy_from(src, dst, non_blocking=False):
-    """`torch.tensor(data, device="neuron")` lands here: copy into the new tensor's buffer."""
-    op = torch.ops.aten._copy_from.default
-    dst_buffer, src_buffer = unwrap(dst, op, allow_cpu=True), unwrap(src, op, allow_cpu=True)
-    if precision.rounds_stochastically(src_buffer.dtype, dst_buffer.dtype):
-        src_buffer = precision.round_to(src_buffer, dst_buffer.dtype)
-    dst_buffer.copy_(src_buffer)
-    return dst
-
-
-_COMPOSITE = torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutograd)
-
-
-def _pin_memory(cpu_tensor, device=None):
-    """`pin_memory()` for neuron (DataLoader's default once neuron is the accelerator): the
-    emulated device reads host memory as it is, so a plain copy; other devices pin as before."""
-    target = torch.device(device).type if device is not None else torch._C._get_accelerator().type
-    if target == NAME:
-        return cpu_tensor.clone()
-    return torch.ops.aten._pin_memory.default.redispatch(_COMPOSITE, cpu_tensor, device)
-
-
-def _on_buffers(op):
-    """A PrivateUse1 kernel that runs `op` on the buffers (reached only with the Python key off)."""
-
-    def kernel(*args, **kwargs):
-        return wrap(op(*unwrap_args(args, op), **unwrap_kwargs(kwargs, op)), device_of(args))
-
-    return kernel
-
-
-RUN_WHOLE = frozenset({"linalg_matrix_rank"})
-"""Composite ops whose out= overloads never write `out` for a tensor subclass: matrix_rank's C++
-code rebinds its `result` reference to a new tensor when the input is a subclass, so the caller's
-out tensor kept its old values. A PrivateUse1 kernel for each out= overload stops the decomposition
-above the Python key, and the op table runs the op whole on the buffers, where CPU's code writes out."""
-
-
-def run_whole_out_overloads() -> list[str]:
-    """The out= overloads of the `RUN_WHOLE` ops, as torch.library names them."""
-    return [f"{name}.{overload}" for name in sorted(RUN_WHOLE)
-            for overload in getattr(torch.ops.aten, name).overloads()
-            if getattr(getattr(torch.ops.aten, name), overload)._schema.is_mutable]
-
-
-def composite_ops_with_cpu_kernels(composites=("CompositeImplicitAutograd",)) -> list[str]:
-    """Ops CPU runs with a kernel of its own but other devices run through one of `composites`
-    (e.g. silu_backward, which they decompose).
-
-    Registering any PrivateUse1 kernel for them stops the decomposition above the Python key, so
-    __torch_dispatch__ sees the op itself and runs CPU's kernel: results stay bitwise equal.
-    """
+def ops_run_whole_on_cpu() -> list[str]:
+    """Ops with a CPU kernel of their own besides one of COMPOSITES, which every other device would
+    run (silu_backward, add, ...), and BRANCHING_ON_DEVICE: on neuron they get CPU's kernel, so
+    results stay bitwise equal to CPU's."""
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
-    return sorted(name.removeprefix("aten::") for name in torch._C._dispatch_get_all_op_names()
-                  if name.startswith("aten::") and has_kernel(name, "CPU")
-                  and any(has_kernel(name, key) for key in composites))
+    return sorted({name.removeprefix("aten::") for name in torch._C._dispatch_get_all_op_names()
+                   if name.startswith("aten::") and has_kernel(name, "CPU")
+                   and any(has_kernel(name, key) for key in COMPOSITES)
+                   and not has_kernel(name, "PrivateUse1")} | set(BRANCHING_ON_DEVICE))
 
 
-def factory_overloads() -> list:
-    """Every aten overload that takes a `device` and no tensor: only these bypass __torch_dispatch__."""
-    found = []
-    for qualified in torch._C._dispatch_get_all_op_names():
-        namespace, _, name = qualified.partition("::")
-        packet_name, _, overload = name.partition(".")
-        packet = getattr(torch.ops.aten, packet_name, None) if namespace == "aten" else None
-        op = getattr(packet, overload or "default", None) if packet is not None else None
-        if op is None:
+def collective_ops() -> list[str]:
+    """c10d's collectives. Their PrivateUse1 kernels hand neuron tensors to the process group's
+    backend, which gloo refuses; run as on CPU, gloo gets CPU views of the same memory, and the
+    profiler sees each one."""
+    has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+    return sorted(name.removeprefix("c10d::") for name in torch._C._dispatch_get_all_op_names()
+                  if name.startswith("c10d::") and has_kernel(name, "CPU"))
+
+
+def _cpu_optimizer_default() -> None:
+    """Optimizers default to their per-parameter loop on neuron, as on CPU: a device in PyTorch's
+    foreach list gets the multi-tensor path, whose arithmetic differs in the last bits."""
+    optimizer = importlib.import_module("torch.optim.optimizer")
+    supported = optimizer._get_foreach_kernels_supported_devices
+    if getattr(supported, "_trnsim_original", None) is None:
+        def without_neuron():
+            return [name for name in supported() if name != NAME]
+        without_neuron._trnsim_original = supported
+        optimizer._get_foreach_kernels_supported_devices = without_neuron
+
+
+def cpu_dropout(input, p: float, train: bool):
+    """`dropout` as CPU computes it: a PrivateUse1 input would take the fused `native_dropout`,
+    which scales after masking and so rounds differently."""
+    if p == 0 or not train or input.numel() == 0:
+        return input
+    if p == 1:
+        return input * torch.zeros((), dtype=input.dtype, device=input.device)
+    noise = torch.empty_like(input).bernoulli_(1 - p)
+    noise.div_(1 - p)
+    return input * noise
+
+
+def integer_histc(input, bins: int = 100, min=0, max=0, *, out=None):
+    """`histc`, which CUDA computes for integer tensors and CPU refuses (trnsim.torch.ops.histc)."""
+    counts = ops.histc(torch.ops.aten.histc.default, (buffer_of(input), bins, min, max), {})
+    if out is None:
+        return to_neuron(counts, input.device)
+    return out.resize_(counts.shape).copy_(counts)
+
+
+def _share_between_processes() -> None:
+    """Neuron tensors sent to another process (a DataLoader worker's batch) travel as CPU tensors in
+    shared memory and arrive on the same device; PyTorch's own path is CUDA's IPC, which hung."""
+    from multiprocessing import reduction
+
+    from torch.multiprocessing import reductions
+
+    def reduce(tensor):
+        if tensor.device.type != NAME:
+            return reductions.reduce_tensor(tensor)
+        return _rebuild_on_device, (tensor.detach().cpu(), tensor.device.index, tensor.requires_grad)
+
+    for kind in (torch.Tensor, torch.nn.Parameter):
+        reduction.register(kind, reduce)
+
+
+def _rebuild_on_device(values: torch.Tensor, index: int, requires_grad: bool) -> torch.Tensor:
+    return values.to(torch.device(NAME, index)).requires_grad_(requires_grad)
+
+
+def _refuse_dlpack() -> None:
+    """DLPack hands out device memory, which an emulated device does not have: refused by name
+    (PyTorch's own message was a raw ValueError)."""
+    for name in ("__dlpack__", "__dlpack_device__"):
+        original = getattr(torch.Tensor, name)
+        if getattr(original, "_trnsim_original", None) is not None:
             continue
-        arguments = op._schema.arguments
-        if any(a.name == "device" for a in arguments) and not any("Tensor" in str(a.type) for a in arguments):
-            found.append(op)
-    return found
+
+        def export(self, *args, _original=original, **kwargs):
+            if self.device.type == NAME:
+                raise UnsupportedError("DLPack export of a neuron tensor: the emulated device has no "
+                                       "memory to hand out", what="__dlpack__",
+                                       hint="call .cpu() first, then export")
+            return _original(self, *args, **kwargs)
+
+        export._trnsim_original = original
+        setattr(torch.Tensor, name, export)
+
+
+def _note_fallback(name: str, overload: str) -> None:
+    """Called by the core for an op outside the op table (ops.FAMILIES): counted, or refused."""
+    fallback.note(f"{name.replace('::', '.')}.{overload or 'default'}", stacklevel=2)
+
+
+def _refuse_cuda_only(op):
+    def refuse(*args, **kwargs):
+        ops.cuda_only(op, args, kwargs)
+    return refuse
+
+
+def _refuse_mismatch(name: str, overload: str, tensor) -> None:
+    """Called by the core when an op mixes neuron tensors with a CPU tensor CUDA would refuse."""
+    raise DeviceMismatchError(f"{name.replace('::', '.')}.{overload or 'default'}", tensor)
+
+
+@functools.cache
+def _overload(name: str, overload: str):
+    namespace, _, packet = name.partition("::")
+    return getattr(getattr(getattr(torch.ops, namespace), packet), overload or "default")
+
+
+def _record(name: str, overload: str, args: tuple, outputs: tuple) -> None:
+    """Called by the core for each op it runs while a profile is open."""
+    active = profiler.current()
+    if active is not None:
+        active.record(_overload(name, overload), args, outputs[0] if len(outputs) == 1 else outputs)
+
+
+def _unavailable(error: UnsupportedError) -> list:
+    """`neuron` where the core cannot be built: CPU code runs as before, and a neuron tensor is
+    refused with the reason and the way out; `torch.neuron.is_available()` says False."""
+    torch.utils.rename_privateuse1_backend(NAME)
+    module = types.ModuleType("torch.neuron", "The trnsim neuron devices: not available here.")
+    module.is_available = lambda: False
+    module.device_count = lambda: 0
+    torch._register_device_module(NAME, module)
+
+    def refuse(*_args, **_kwargs):
+        raise error
+
+    refusal = torch.library.Library("_", "IMPL")
+    refusal.fallback(refuse, "PrivateUse1")
+    return [refusal]
 
 
 def register() -> list:
-    """Make `neuron` a device. Returns the torch.library objects, which must be kept alive."""
-    # The emulator's own Python runs eagerly: Dynamo must not trace into it (a compiled function
-    # that calls a factory after a graph break would trace NeuronTensor.__new__). Skipping the
-    # package's files costs nothing per op, unlike a torch.compiler.disable wrapper (~3 us a call).
-    torch._dynamo.trace_rules.add("trnsim.torch")
-    torch.utils.backend_registration._setup_privateuseone_for_python_backend(NAME, backend_module=_module())
+    """Make `neuron` a device on the C++ core. Returns the torch.library objects to keep alive."""
+    from trnsim.torch import distributed
+
+    try:
+        core = native.load()
+    except UnsupportedError as error:
+        return _unavailable(error)
+    core.set_device_count(distributed.machine().ranks_per_node)
+    torch.utils.rename_privateuse1_backend(NAME)
+    torch._register_device_module(NAME, _module())
+    torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+    core.run_on_cpu_for("aten", ops_run_whole_on_cpu())
+    core.run_on_cpu_for("c10d", collective_ops())
+    # Functional collectives (DTensor's) are composites of c10d's, which the profiler sees; their
+    # wait would reach no device kernel.
+    core.run_composite_for("_c10d_functional", ["wait_tensor"])
+    core.set_mismatch_handler(_refuse_mismatch)
+    core.set_index_handler(check_index)  # raises UnsupportedError for a missing index
+    core.set_recorder(_record)
+    core.set_rounding_handler(precision.stochastically_rounded)
+    core.set_fallback_handler([f"aten::{name}" for name in ops.FAMILIES], _note_fallback)
+    core.set_fp32_accumulate([f"aten::{name}" for name in ops.FP32_ACCUMULATE])
+    _cpu_optimizer_default()
+    _share_between_processes()
+    _refuse_dlpack()
     kernels = torch.library.Library("aten", "IMPL")
-    for op in factory_overloads():
-        kernels.impl(op._schema.name + (f".{op._overloadname}" if op._overloadname != "default" else ""),
-                     _factory(op), "PrivateUse1")
-    kernels.impl("_copy_from", _copy_from, "PrivateUse1")
-    # torch.tensor([loss1, loss2]) reads each 0-d tensor's value below the Python key
-    kernels.impl("_local_scalar_dense", lambda value: tensor.buffer_of(value).item(), "PrivateUse1")
-    for name in composite_ops_with_cpu_kernels() + run_whole_out_overloads():
-        packet, _, overload = name.partition(".")
-        kernels.impl(name, _on_buffers(getattr(getattr(torch.ops.aten, packet), overload or "default")),
-                     "PrivateUse1")
-    kernels.impl("_pin_memory", _pin_memory, "CPU")
-    # A DataLoader worker collates a batch into shared memory made on the batch's device, which
-    # neuron tensors cannot have (the worker crashed): neuron batches are stacked as they are.
-    collate.default_collate_fn_map[NeuronTensor] = _stacked
     attention.register(kernels)
-    rnn.register(kernels)
-    loading.install()
-    inductor.install()
-    accelerator.install()
-    # Autocast: every op falls through unless trnsim.torch.autocast gives it a casting kernel.
-    autocast_fallthrough = torch.library.Library("_", "IMPL")
-    autocast_fallthrough.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+    for key in ("AutogradPrivateUse1", "PrivateUse1"):
+        rnn.register(kernels, key)
+    # With autograd off (inference_mode) these composites reach the device key, not the autograd one.
+    kernels.impl("scaled_dot_product_attention", attention.scaled_dot_product_attention, "PrivateUse1")
+    for key in ("AutogradPrivateUse1", "PrivateUse1"):
+        kernels.impl("dropout", cpu_dropout, key)
+    kernels.impl("histc", integer_histc, "PrivateUse1")
+    kernels.impl("histc.out", integer_histc, "PrivateUse1")
+    for name in ops.CUDA_ONLY:
+        kernels.impl(name, _refuse_cuda_only(getattr(torch.ops.aten, name).default), "PrivateUse1")
     autocast.register(kernels)
-    # Backward of device tensors would run on an autograd worker thread, where context variables
-    # (strict mode, the active profile) are not set; keep it on the calling thread, as CPU does.
-    # This is per-thread: it covers the thread that registered the device (normally the main one).
+    accelerator.install()
+    inductor.install()
     torch.autograd.set_multithreading_enabled(False)
-    return [kernels, autocast_fallthrough]
+    return [kernels]

@@ -2,9 +2,9 @@
 of `init_process_group()`, FSDP2's mesh) that leave CPU scripts as they were.
 
 `init_process_group("neuron")` moves data through gloo, which spans processes and machines under
-torchrun. Collectives on neuron tensors reach `NeuronTensor.__torch_dispatch__` as c10d ops, which
-run them on the tensors' CPU buffers, so one gloo backend serves both devices and results are
-bitwise those of the same script on CPU with gloo. The profiler charges each collective's time
+torchrun. Collectives on neuron tensors reach the device as c10d ops, which run CPU's kernel on CPU
+views of the tensors' memory (trnsim.torch.device), so one gloo backend serves both devices and
+results are bitwise those of the same script on CPU with gloo. The profiler charges each collective's time
 from `trnsim.system.collective_time` on the emulated instance (`machine()`).
 """
 

@@ -44,12 +44,3 @@ def note(name: str, stacklevel: int = 3) -> None:
                       FallbackWarning, stacklevel=stacklevel)
     fallen[name] += 1
 
-
-def rule(run):
-    """Wrap the rule `run` so that it counts, warns once per op, or raises in strict mode."""
-
-    def run_on_cpu(func, args, kwargs):
-        note(str(func))
-        return run(func, args, kwargs)
-
-    return run_on_cpu

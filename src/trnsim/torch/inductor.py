@@ -5,12 +5,12 @@ Neuron tensors are host memory, so the C++ loops inductor writes for CPU run on 
 `neuron` is registered with inductor as a device that generates CPU's code (`register_codegen`).
 The compiled code never dispatches its fused loops through the device, so the profiler would not
 see them. When the inputs Dynamo passes the backend are neuron tensors, inductor's per-graph
-compiler is wrapped for that compilation:
-it notes each aten node's signature at the traced shapes (as `torch.compile(backend="neuron")`
-does, compile.py) and makes the compiled graph charge those nodes to the active profile every
-time it runs. AOTAutograd's cache, which would hand back a compiled graph without compiling it,
-is off for these compilations. The ops the compiled code does dispatch (its extern kernels, such
-as mm) are not reported again. Graphs compiled from CPU tensors are left exactly as they are.
+compiler is wrapped for that compilation: it notes each aten node's signature at the traced shapes
+(as `torch.compile(backend="neuron")` does, compile.py) and makes the compiled graph charge those
+nodes to the active profile every time it runs. AOTAutograd's cache, which would hand back a
+compiled graph without compiling it, is off for these compilations. The ops the compiled code does
+dispatch (its extern kernels, such as mm) are not reported again. Graphs compiled from CPU tensors
+are left exactly as they are.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import warnings
 import torch
 
 from trnsim.torch import native, profiler
-from trnsim.torch.tensor import NAME, NeuronTensor, is_neuron
+from trnsim.torch.tensor import NAME, is_neuron
 
 
 class ProfileWarning(UserWarning):
@@ -37,10 +37,9 @@ def install() -> None:
         return
 
     def __call__(self, model_, inputs_, **kwargs):
-        if not any(isinstance(value, NeuronTensor) or is_neuron(value) for value in inputs_):
+        if not any(is_neuron(value) for value in inputs_):
             return original(self, model_, inputs_, **kwargs)
-        if native.selected():
-            register_codegen()
+        register_codegen()
         with _profiled_compilation():
             return original(self, model_, inputs_, **kwargs)
 
@@ -73,7 +72,8 @@ def register_codegen() -> None:
             if not triton and device.type == NAME:
                 self.writeline(self.wrap_kernel_call(kernel_name, call_args))
                 return
-            super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton, **kwargs)
+            super()._generate_kernel_call_helper(kernel_name, call_args, device=device, triton=triton,
+                                                 **kwargs)
 
     common.init_backend_registration()
     common.register_backend_for_device(NAME, CppScheduling, NeuronWrapperCodegen)

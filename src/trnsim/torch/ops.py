@@ -1,29 +1,18 @@
-"""The op table of the neuron device: which aten ops it implements, and the rule that runs each.
+"""The op table of the neuron device: which aten ops it implements, and the rules that differ from
+CPU's.
 
 An op's *family* (matmul, norm, elementwise, ...) says how the device times it and which precision
-rule applies. Values are computed on the emulator's CPU buffers with the same aten kernels, so fp32
-results are bitwise equal to CPU; matmul-family ops on bf16/fp16 accumulate in fp32 and round once,
-as TensorE does into PSUM. Aten ops not in the table fall back to CPU (`trnsim.torch.fallback`).
+rule applies. The C++ core (`trnsim.torch.native`) computes values with CPU's aten kernels on the
+tensors' memory, so fp32 results are bitwise equal to CPU; FP32_ACCUMULATE ops on bf16/fp16
+accumulate in fp32 and round once, as TensorE does into PSUM. Aten ops not in the table run the
+same way but are counted as fallbacks (`trnsim.torch.fallback`): they are not timed.
 """
 
 from __future__ import annotations
 
-import functools
-
 import torch
 
 from trnsim.errors import UnsupportedError
-from trnsim.torch import attention, fallback, precision, profiler
-from trnsim.torch.device import RUN_WHOLE, placement
-from trnsim.torch.tensor import (
-    NeuronTensor,
-    device_of,
-    is_sequence_lengths,
-    unwrap,
-    unwrap_args,
-    unwrap_kwargs,
-    wrap,
-)
 
 FAMILIES: dict[str, str] = {}
 
@@ -103,80 +92,8 @@ _family("foreach", """_foreach_add _foreach_add_ _foreach_sub _foreach_sub_ _for
     _foreach_clamp_min_ _foreach_clamp_max_ _foreach_max _fused_adamw_ _fused_adam_
     _amp_foreach_non_finite_check_and_unscale_ _amp_update_scale_""")
 
-LOW_PRECISION = (torch.bfloat16, torch.float16)
 FP32_ACCUMULATE = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "convolution",
                    "convolution_backward"}
-
-
-def plain(func, args, kwargs):
-    """The default kernel: the same aten op on the emulator's CPU buffers (`_op` skips the
-    OpOverload's own Python call frame)."""
-    return func._op(*args, **kwargs)
-
-
-def fp32_accumulate(func, args, kwargs):
-    """bf16/fp16 matmuls and convolutions: multiply and accumulate in fp32, round the result once."""
-    low = _low_precision_dtype(args)
-    if low is None:
-        return func(*args, **kwargs)
-    wide = [a.float() if isinstance(a, torch.Tensor) else a for a in args]
-    return _round_outputs(func(*wide, **kwargs), low)
-
-
-def _low_precision_dtype(args) -> torch.dtype | None:
-    """bf16 or fp16 when every tensor operand has that dtype, else None. Operands of mixed dtypes
-    go to CPU's kernel unwidened, which refuses them with its own error (widening first let an
-    fp32 operand through, and named float where the operand was bf16)."""
-    dtypes = {a.dtype for a in args if isinstance(a, torch.Tensor)}
-    low = dtypes.pop() if len(dtypes) == 1 else None
-    return low if low in LOW_PRECISION else None
-
-
-def _round_outputs(value, dtype):
-    if isinstance(value, torch.Tensor):
-        return precision.round_to(value, dtype) if value.dtype == torch.float32 else value
-    if type(value) in (list, tuple):
-        return type(value)(_round_outputs(v, dtype) for v in value)
-    return value
-
-
-def rounded_to_copy(func, args, kwargs):
-    """`_to_copy`: an fp32 -> bf16 cast rounds as the engines do (stochastically when switched on)."""
-    dtype = kwargs.get("dtype")
-    if dtype is not None and precision.rounds_stochastically(args[0].dtype, dtype):
-        rest = {k: v for k, v in kwargs.items() if k != "dtype"}
-        return func(precision.round_to(args[0], dtype), *args[1:], **rest)
-    return func(*args, **kwargs)
-
-
-def rounded_copy(func, args, kwargs):
-    """`copy_(dst, src)` / `_copy_from(src, dst)`: a narrowing copy rounds as `rounded_to_copy` does."""
-    dst_first = func._opname in ("copy_", "copy")  # copy: the functional copy_ compiled graphs use
-    dst, src = (args[0], args[1]) if dst_first else (args[1], args[0])
-    if precision.rounds_stochastically(src.dtype, dst.dtype):
-        src = precision.round_to(src, dst.dtype)
-        args = (dst, src, *args[2:]) if dst_first else (src, dst, *args[2:])
-    return func(*args, **kwargs)
-
-
-def kernel_for(func):
-    """The emulator kernel for an aten overload, working on CPU buffers (eager and compiled paths)."""
-    name = func._opname
-    if func.namespace != "aten":
-        return plain
-    if name == "_to_copy":
-        return rounded_to_copy
-    if name in ("copy_", "copy", "_copy_from"):
-        return rounded_copy
-    if name in FP32_ACCUMULATE and not func._schema.is_mutable:
-        return fp32_accumulate
-    if name == "histc":
-        return histc
-    if name in CUDA_ONLY:
-        return cuda_only
-    if name not in FAMILIES:
-        return fallback.rule(plain)
-    return plain
 
 
 INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
@@ -218,183 +135,3 @@ def _integer_histogram(values: torch.Tensor, bins: int, low: int, high: int) -> 
 def cuda_only(func, args, kwargs):
     raise UnsupportedError(f"{func} has CUDA kernels only (SyncBatchNorm uses it); neuron runs CPU kernels",
                            what=str(func), hint="use nn.BatchNorm (statistics per rank) or nn.GroupNorm")
-
-
-def _owners(args, kwargs) -> dict:
-    """Caller tensors by the identity of the buffer they hand the emulator (for in-place results)."""
-    owners = {}
-    for value in (*args, *kwargs.values()):
-        items = value if type(value) in (list, tuple) else (value,)
-        for item in items:
-            if type(item) is NeuronTensor:
-                owners[id(item._elem)] = item
-            elif isinstance(item, torch.Tensor):
-                owners[id(item)] = item
-    return owners
-
-
-_WRAPPER_ONLY = torch._C.DispatchKeySet(torch._C.DispatchKey.Python) | torch._C.DispatchKeySet(
-    torch._C.DispatchKey.PythonTLSSnapshot)
-_META = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
-_SET_LAYOUT = torch.ops.aten.set_.source_Storage_storage_offset
-
-
-def _sync_layout(owner, buffer):
-    """After an op that changed its buffer's layout in place (unsqueeze_, t_, resize_, set_, out=
-    resized), give the caller's tensor the same sizes, strides and offset.
-
-    The wrapper's layout lives in C++ and is checked against its own (data-less) storage, which
-    was sized for the shape it was made with. Meta's `set_` kernel, run below the Python key on
-    that storage, rewrites the layout and grows the storage's size where the new layout needs it,
-    so a tensor can grow in place (resize_ larger, out= of another shape, deepcopy) as on CPU.
-    """
-    layout = (buffer.shape, buffer.stride(), buffer.storage_offset())
-    if type(owner) is not NeuronTensor or (owner.shape, owner.stride(), owner.storage_offset()) == layout:
-        return owner
-    with torch._C._ExcludeDispatchKeyGuard(_WRAPPER_ONLY), torch._C._AutoDispatchBelowAutograd():
-        _SET_LAYOUT.redispatch(_META, owner, torch.Tensor.untyped_storage(owner), layout[2], *layout[:2])
-    return owner
-
-
-def _rewrap(value, owners: dict):
-    if isinstance(value, torch.Tensor):
-        owner = owners.get(id(value))
-        return _sync_layout(owner, value) if owner is not None else NeuronTensor(value)
-    if type(value) in (list, tuple):
-        return type(value)(_rewrap(v, owners) for v in value)
-    return value
-
-
-def _finish(func, args, kwargs, uargs, out):
-    """Turn CPU results into what the caller expects and charge the op's device time."""
-    active = profiler.current()
-    if active is not None:
-        active.record(func, uargs, out)
-    device = kwargs.get("device")
-    if device is not None:
-        device = torch.device(device)
-        if device.type != "neuron":
-            return out
-        device = placement(device)
-    if _is_mutable(func):
-        return _rewrap(out, _owners(args, kwargs))
-    if func.is_view and torch.is_inference_mode_enabled() and not args[0].is_inference():
-        # A view of a normal tensor is a normal tensor, as on CPU: PyTorch then shares the base's
-        # version counter with it, which a wrapper made in inference mode refuses (it raised).
-        with torch.inference_mode(False):
-            return wrap(out, device or device_of(args))
-    return wrap(out, device or device_of(args))
-
-
-@functools.cache
-def _is_mutable(func) -> bool:
-    return func._schema.is_mutable
-
-
-def eager_rule(kernel):
-    """The rule for neuron tensors: unwrap, run `kernel` on the buffers, wrap the results."""
-
-    def rule(func, args, kwargs):
-        uargs = unwrap_args(args, func)
-        return _finish(func, args, kwargs, uargs, kernel(func, uargs, unwrap_kwargs(kwargs, func)))
-
-    return rule
-
-
-CPU_INDEX_OPS = {"index", "index_put", "index_put_", "_index_put_impl_", "_unsafe_index", "_unsafe_index_put"}
-
-
-def index_rule(kernel):
-    """Indexing ops: the index tensors may be on CPU (`x[torch.tensor([1, 3])]`), as CUDA allows."""
-
-    def rule(func, args, kwargs):
-        uargs = [unwrap(args[0], func), unwrap(args[1], func, allow_cpu=True), *unwrap_args(args[2:], func)]
-        return _finish(func, args, kwargs, uargs, kernel(func, uargs, unwrap_kwargs(kwargs, func)))
-
-    return rule
-
-
-CPU_ARGUMENT_OPS = {"_pack_padded_sequence_backward", "lstm", "gru", "rnn_tanh", "rnn_relu"}
-"""Ops whose lengths / batch_sizes argument is a CPU tensor by PyTorch's own rule (packed sequences)."""
-
-
-def _unwrap_lengths_on_cpu(args, func) -> list:
-    return [unwrap(a, func, allow_cpu=is_sequence_lengths(a)) for a in args]
-
-
-def cpu_argument_rule(kernel):
-    def rule(func, args, kwargs):
-        uargs = _unwrap_lengths_on_cpu(args, func)
-        return _finish(func, args, kwargs, uargs, kernel(func, uargs, unwrap_kwargs(kwargs, func)))
-
-    return rule
-
-
-def packing_rule(func, args, kwargs):
-    """`_pack_padded_sequence`: the lengths come from CPU and batch_sizes stays there, as on CUDA."""
-    uargs = _unwrap_lengths_on_cpu(args, func)
-    data, batch_sizes = plain(func, uargs, kwargs)
-    return _finish(func, args, kwargs, uargs, data), batch_sizes
-
-
-def copy_rule(func, args, kwargs):
-    """`copy_` / `_copy_from`: the one place where a full CPU tensor may meet a neuron tensor."""
-    uargs = [unwrap(a, func, allow_cpu=True) for a in args]
-    return _finish(func, args, kwargs, uargs, rounded_copy(func, uargs, kwargs))
-
-
-def item_rule(func, args, kwargs):
-    """`.item()`: the value leaves the device."""
-    return args[0]._elem.item()
-
-
-def resolved_view_rule(func, args, kwargs):
-    """`conj()` / `_neg_view`: a lazy conjugate or negative bit on the buffer would be ignored by
-    the kernels, which run below the dispatch keys that honour it (`(x.conj() * x)` came out as
-    `x * x`), so the view is made as a tensor of its own: its values, not a view of the base."""
-    elem = unwrap(args[0], func)
-    out = elem.conj_physical() if func._opname == "_conj" else torch.neg(elem)
-    return _finish(func, args, kwargs, [elem], out)
-
-
-def attention_rule(func, args, kwargs):
-    """SDPA arriving whole (inference_mode skips the Autograd-key kernel): the kernel CPU picks,
-    as with autograd on, not the composite's unfused math path."""
-    return attention.scaled_dot_product_attention(*args, **kwargs)
-
-
-def shallow_copy_rule(func, args, kwargs):
-    """`_has_compatible_shallow_copy_type` (Module.to under inference_mode asks it): a neuron and a
-    CPU tensor are not, two neuron tensors are, as for CUDA."""
-    return type(args[0]) is NeuronTensor and type(args[1]) is NeuronTensor
-
-
-def decompose_rule(func, args, kwargs):
-    """A composite op that arrived whole (autograd off, e.g. inference_mode): run its decomposition,
-    whose parts come back through the op table, as CPU runs the same decomposition."""
-    return func.decompose(*args, **kwargs)
-
-
-def resolve(func):
-    """The rule that runs `func` on neuron tensors (NeuronTensor caches it per overload)."""
-    name = func._opname
-    if func.namespace == "aten" and name in ("copy_", "_copy_from"):
-        return copy_rule
-    if func.namespace == "aten" and name == "_local_scalar_dense":
-        return item_rule
-    if func.namespace == "aten" and name in ("_conj", "_neg_view"):
-        return resolved_view_rule
-    if func.namespace == "aten" and name == "scaled_dot_product_attention":
-        return attention_rule
-    if func.namespace == "aten" and name == "_has_compatible_shallow_copy_type":
-        return shallow_copy_rule
-    composite = torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd")
-    if func.namespace == "aten" and name not in FAMILIES and name not in RUN_WHOLE and composite:
-        return decompose_rule
-    if func.namespace == "aten" and name in CPU_INDEX_OPS:
-        return index_rule(kernel_for(func))
-    if func.namespace == "aten" and name == "_pack_padded_sequence":
-        return packing_rule
-    if func.namespace == "aten" and name in CPU_ARGUMENT_OPS:
-        return cpu_argument_rule(kernel_for(func))
-    return eager_rule(kernel_for(func))

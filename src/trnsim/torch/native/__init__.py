@@ -3,10 +3,8 @@
 The core makes neuron tensors real PyTorch tensors over host memory, so an aten op costs a few
 microseconds above CPU instead of the ten or so that Python dispatch costs (docs/torch.md,
 "Speed"). It is built with PyTorch's own extension builder (a C++ compiler and ninja), once per
-source and torch version, into trnsim's cache directory; the first build takes about a minute.
-
-It is not yet the default device: TRNSIM_TORCH_NATIVE=1 registers it instead of the Python one
-(`trnsim.torch.native.device`), with the parts listed in docs/torch.md.
+source and torch version, into trnsim's cache directory; the first build takes about a minute,
+and later processes import the built module directly.
 """
 
 from __future__ import annotations
@@ -14,21 +12,18 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib.util
 import shutil
 import sys
 from pathlib import Path
 
 import torch
 
-from trnsim.config import cache_directory, env_flag
+from trnsim.config import cache_directory
 from trnsim.errors import UnsupportedError
 
 SOURCE = Path(__file__).with_name("neuron_device.cpp")
-
-
-def selected() -> bool:
-    """Whether this process registers the neuron device on the C++ core (TRNSIM_TORCH_NATIVE=1)."""
-    return env_flag("TRNSIM_TORCH_NATIVE")
+NAME = "trnsim_neuron_device"
 
 
 def build_directory() -> Path:
@@ -45,35 +40,47 @@ def missing_tools() -> list[str]:
 @functools.cache
 def load():
     """The compiled core as a Python module (built on the first call in a new cache)."""
+    folder = build_directory()
+    built = folder / f"{NAME}.so"
+    # PyTorch's builder holds a `lock` file in the folder while it builds: wait for it through the
+    # builder rather than import a half-written library.
+    if built.exists() and not (folder / "lock").exists():
+        spec = importlib.util.spec_from_file_location(NAME, built)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    return _build(folder)
+
+
+def _build(folder: Path):
     from torch.utils import cpp_extension
 
     missing = missing_tools()
     if missing:
         raise UnsupportedError(f"the neuron device's C++ core needs {' and '.join(missing)} to build",
-                               what="TRNSIM_TORCH_NATIVE=1",
-                               hint="install a C++ compiler and ninja (pip install ninja), or unset "
-                                    "TRNSIM_TORCH_NATIVE to use the Python device")
-    folder = build_directory()
+                               what="the neuron device", hint="install a C++ compiler (g++) and ninja "
+                                                              "(pip install ninja), then run again")
     folder.mkdir(parents=True, exist_ok=True)
-    if not any(folder.glob("*.so")):
-        print(f"trnsim: compiling the neuron device's C++ core into {folder} (once, about a minute)",
-              file=sys.stderr)
-    return cpp_extension.load("trnsim_neuron_device", [str(SOURCE)], build_directory=str(folder),
-                              extra_cflags=["-O2"], verbose=False)
+    print(f"trnsim: compiling the neuron device's C++ core into {folder} (once, about a minute)",
+          file=sys.stderr)
+    try:
+        return cpp_extension.load(NAME, [str(SOURCE)], build_directory=str(folder),
+                                  extra_cflags=["-O2"], verbose=False)
+    except (RuntimeError, OSError, ImportError) as error:
+        raise UnsupportedError(f"the neuron device's C++ core did not build: {error}",
+                               what="the neuron device",
+                               hint=f"the compiler's output is in {folder}; a C++17 compiler and the "
+                                    "Python headers are needed") from error
 
 
 def record_ops(on: bool) -> None:
     """Have the core report each op to the profiler (trnsim.torch.profile opens and closes this)."""
-    if selected():
-        load().set_recording(on)
+    load().set_recording(on)
 
 
 @contextlib.contextmanager
 def unrecorded():
     """Ops run inside are not reported by the core: a compiled graph charges its nodes itself."""
-    if not selected():
-        yield
-        return
     core = load()
     was = core.recording()
     core.set_recording(False)

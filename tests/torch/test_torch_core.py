@@ -1,0 +1,56 @@
+"""The neuron device's C++ core: real tensors over host memory, CPU's kernels on zero-copy views,
+and what happens on a machine where the core cannot be built."""
+
+import os
+import subprocess
+import sys
+
+import torch
+
+from trnsim.torch import buffer_of, to_neuron
+
+
+def test_lazy_conjugate_and_negative_views_keep_their_bits():
+    z = torch.randn(4, dtype=torch.complex64)
+    on_device = z.to("neuron")
+    assert torch.equal((on_device.conj() * 2).cpu(), z.conj() * 2)
+    assert torch.equal(on_device.conj().cpu(), z.conj())
+    assert torch.equal(torch.neg(on_device.conj()).cpu(), -z.conj())
+
+
+def test_views_write_through_and_out_of_another_shape_grows_the_tensor():
+    a, b = torch.randn(8, 8, device="neuron"), torch.randn(8, 8, device="neuron")
+    a.view(64)[3] = 5.0
+    assert a[0, 3].item() == 5.0
+    out = torch.empty(0, device="neuron")
+    torch.mul(a, b, out=out)
+    assert out.shape == (8, 8) and torch.equal(out.cpu(), a.cpu() * b.cpu())
+
+
+def test_cpu_views_share_memory_both_ways():
+    x = torch.arange(4.0, device="neuron")
+    buffer_of(x)[1] = 10.0
+    assert x.cpu().tolist() == [0.0, 10.0, 2.0, 3.0]
+    host = torch.zeros(3)
+    view = to_neuron(host)
+    view.add_(2)
+    assert view.device.type == "neuron" and host.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_bf16_matmuls_accumulate_in_fp32_and_round_once():
+    low = torch.randn(256, 256).bfloat16()  # TensorE's rule: fp32 products and sums, rounded once
+    on_device = low.to("neuron")
+    assert torch.equal((on_device @ on_device).cpu(), (low.float() @ low.float()).bfloat16())
+
+
+def test_without_a_compiler_cpu_code_runs_and_neuron_is_refused_with_the_way_out(tmp_path):
+    """A machine without c++ or ninja: nothing built yet in the cache, so the core cannot load."""
+    code = ("import torch, trnsim\n"
+            "assert torch.ones(2).add(1).tolist() == [2.0, 2.0] and not torch.neuron.is_available()\n"
+            "try:\n    torch.ones(2, device='neuron')\n"
+            "except trnsim.UnsupportedError as error:\n    print(error)\n")
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "PATH": os.path.dirname(sys.executable)}
+    process = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                             timeout=300)
+    assert process.returncode == 0, process.stderr
+    assert "C++ core needs c++" in process.stdout and "install a C++ compiler" in process.stdout
