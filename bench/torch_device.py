@@ -11,9 +11,6 @@ of any device written in Python, measured in the same run.
 
     python bench/torch_device.py [--steps 5] [--d-model 512] [--device-time]
 
-`device_core` says which core ran: the Python device, or the C++ core that TRNSIM_TORCH_NATIVE=1
-selects (trnsim.torch.native; not yet the default, and without the profiler).
-
 With --device-time, one more step runs under trnsim.torch.profile and the JSON also carries the
 step's estimated device time and cost on trn1 and trn2 (one NeuronCore each).
 """
@@ -34,7 +31,6 @@ import torch
 from torch.nn import functional as F
 
 import trnsim.torch
-from trnsim.config import env_flag
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "torch"))
 from torch_gpt import GPT, batches  # noqa: E402
@@ -146,7 +142,6 @@ def main() -> None:
         "ratio": round(value / baseline, 3),
         "goal": "ratio <= 1.2",
         "losses_bitwise_equal": equal,
-        "device_core": "C++" if env_flag("TRNSIM_TORCH_NATIVE") else "Python",
         "fallback_ops": trnsim.torch.fallback_counts(),
         **extra,
         "machine": {"cpus": os.cpu_count(), "torch": torch.__version__, "numpy": np.__version__},

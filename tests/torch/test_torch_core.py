@@ -5,8 +5,10 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
+from trnsim.errors import UnsupportedError
 from trnsim.torch import buffer_of, to_neuron
 
 
@@ -54,3 +56,40 @@ def test_without_a_compiler_cpu_code_runs_and_neuron_is_refused_with_the_way_out
                              timeout=300)
     assert process.returncode == 0, process.stderr
     assert "C++ core needs c++" in process.stdout and "install a C++ compiler" in process.stdout
+
+
+def test_pinned_memory_is_a_host_copy_that_knows_it_is_pinned():
+    host = torch.ones(3)
+    pinned = host.pin_memory()
+    assert pinned.is_pinned() and not host.is_pinned() and pinned.data_ptr() != host.data_ptr()
+    assert pinned.pin_memory() is pinned
+
+
+def test_ddp_that_finds_unused_parameters_matches_cpu(tmp_path):
+    """DDP's reducer pins a map of used parameters and checks it is pinned: an INTERNAL ASSERT."""
+    import copy
+
+    import torch.distributed as dist
+
+    dist.init_process_group("neuron", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+        on_cpu = copy.deepcopy(model)
+        wrapped = [torch.nn.parallel.DistributedDataParallel(m, find_unused_parameters=True)
+                   for m in (model.to("neuron"), on_cpu)]
+        x = torch.randn(3, 4)
+        wrapped[0](x.to("neuron")).sum().backward()
+        wrapped[1](x).sum().backward()
+        assert all(torch.equal(a.grad.cpu(), b.grad) for a, b in zip(model.parameters(), on_cpu.parameters(),
+                                                                      strict=True))
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("make", [lambda: torch.eye(3).to_sparse(),
+                                  lambda: torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])],
+                         ids=["sparse", "nested"])
+def test_sparse_and_nested_tensors_are_refused_by_name(make):
+    with pytest.raises(UnsupportedError, match="strided tensors only"):
+        make().to("neuron")

@@ -283,6 +283,23 @@ def _refuse_dlpack() -> None:
         setattr(torch.Tensor, name, export)
 
 
+UNSUPPORTED_LAYOUTS = {"SparsePrivateUse1": "sparse COO", "SparseCsrPrivateUse1": "sparse compressed",
+                       "NestedTensorPrivateUse1": "nested"}
+"""Tensor kinds the device has no kernels for (dispatch key -> name): refused by name, where PyTorch
+would raise its own "Could not run ... from the 'Sparseneuron' backend"."""
+
+
+def _refuse_layouts() -> torch.library.Library:
+    library = torch.library.Library("_", "IMPL")
+    for key, kind in UNSUPPORTED_LAYOUTS.items():
+        def refuse(op, *_args, _kind=kind, **_kwargs):
+            raise UnsupportedError(f"{op} on a {_kind} tensor: the neuron device has strided tensors only",
+                                   what=f"{_kind} tensors on neuron",
+                                   hint="keep the tensor on CPU, or make it dense (.to_dense()) first")
+        library.fallback(refuse, key)
+    return library
+
+
 def _note_fallback(name: str, overload: str) -> None:
     """Called by the core for an op outside the op table (ops.FAMILIES): counted, or refused."""
     fallback.note(f"{name.replace('::', '.')}.{overload or 'default'}", stacklevel=2)
@@ -371,4 +388,4 @@ def register() -> list:
     accelerator.install()
     inductor.install()
     torch.autograd.set_multithreading_enabled(False)
-    return [kernels]
+    return [kernels, _refuse_layouts()]

@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -103,6 +104,42 @@ struct HostAllocator final : c10::Allocator {
 };
 
 HostAllocator allocator;
+
+// Pinned memory (`pin_memory()`, DataLoader's default once neuron is the accelerator): the device
+// reads host memory as it is, so it is plain host memory, remembered so that `is_pinned()` answers
+// as on CUDA (DDP checks it).
+std::mutex pinned_mutex;
+std::unordered_set<const void*> pinned;
+
+void release_pinned(void* data) {
+  {
+    std::lock_guard<std::mutex> lock(pinned_mutex);
+    pinned.erase(data);
+  }
+  c10::free_cpu(data);
+}
+
+struct PinnedAllocator final : c10::Allocator {
+  c10::DataPtr allocate(size_t bytes) override {
+    void* data = bytes ? c10::alloc_cpu(bytes) : nullptr;
+    if (data != nullptr) {
+      std::lock_guard<std::mutex> lock(pinned_mutex);
+      pinned.insert(data);
+    }
+    return {data, data, &release_pinned, c10::Device(c10::kCPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release_pinned; }
+  void copy_data(void* dst, const void* src, std::size_t count) const override {
+    std::memcpy(dst, src, count);
+  }
+};
+
+PinnedAllocator pinned_allocator;
+
+bool is_pinned(const void* data) {
+  std::lock_guard<std::mutex> lock(pinned_mutex);
+  return pinned.count(data) > 0;
+}
 
 // A neuron storage over the memory of `cpu`, a storage a CPU kernel made (no copy).
 c10::Storage adopt(const c10::Storage& cpu, c10::DeviceIndex device) {
@@ -583,9 +620,8 @@ struct Hooks final : at::PrivateUse1HooksInterface {
     return new_generator(index < 0 ? current_device : index);
   }
   at::Device getDeviceFromPtr(void*) const override { return {kNeuron, current_device}; }
-  // pin_memory() for this device (the DataLoader default once neuron is the accelerator): the
-  // device reads host memory as it is, so pinned memory is plain host memory.
-  at::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return &pinned_allocator; }
+  bool isPinnedPtr(const void* data) const override { return is_pinned(data); }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t bytes) const override {
     at::native::resize_bytes_cpu(storage.unsafeGetStorageImpl(), bytes);
   }
