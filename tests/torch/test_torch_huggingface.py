@@ -55,9 +55,8 @@ def test_a_device_map_mixing_neuron_and_cpu_keeps_tied_weights_apart(tmp_path):
 
 
 def test_cpu_offload_onto_neuron_runs_every_forward():
-    """accelerate rebuilds an offloaded parameter as `type(param)(value, requires_grad=...)`; a
-    neuron parameter's type is NeuronTensor, which built a neuron tensor around the meta value, so
-    the parameter became a plain meta Tensor and the second forward raised TypeError."""
+    """accelerate rebuilds an offloaded parameter as `type(param)(value, requires_grad=...)`, and
+    moves meta parameters onto the execution device for each forward."""
     accelerate = pytest.importorskip("accelerate")
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 4))
