@@ -6,7 +6,7 @@ makes results equal CPU's where PyTorch would otherwise treat a PrivateUse1 devi
 from CPU (CPU's kernel for ops that also have a composite one, collectives on CPU views, CPU's
 attention, dropout and for-loop optimizer default), the handlers the core calls for device
 mismatches, fallbacks, stochastic rounding and the profiler, and the calls generic code makes on
-`torch.neuron`. Each private PyTorch API used has a smoke test in tests/torch/test_torch_private_api.py.
+`torch.neuron`. The private PyTorch APIs used are listed in docs/torch.md.
 """
 
 from __future__ import annotations
@@ -42,8 +42,7 @@ class Stream(torch.Stream):
         return super().__new__(cls, device=NAME, priority=priority)
 
     def record_event(self, event=None):
-        """A neuron Event (PyTorch's own asks the backend to synchronize it, which a Python device
-        cannot: FSDP2's pinned CPU offload stopped there)."""
+        """A neuron Event, done at once (FSDP2's pinned CPU offload records and waits on one)."""
         return event if event is not None else Event()
 
     def synchronize(self) -> None:
@@ -265,8 +264,8 @@ def _rebuild_on_device(values: torch.Tensor, index: int, requires_grad: bool) ->
 
 
 def _refuse_dlpack() -> None:
-    """DLPack hands out device memory, which an emulated device does not have: refused by name
-    (PyTorch's own message was a raw ValueError)."""
+    """DLPack labels memory with a device type it knows, and has none for an emulated device:
+    refused by name (PyTorch's own message was a raw ValueError)."""
     for name in ("__dlpack__", "__dlpack_device__"):
         original = getattr(torch.Tensor, name)
         if getattr(original, "_trnsim_original", None) is not None:
@@ -274,8 +273,8 @@ def _refuse_dlpack() -> None:
 
         def export(self, *args, _original=original, **kwargs):
             if self.device.type == NAME:
-                raise UnsupportedError("DLPack export of a neuron tensor: the emulated device has no "
-                                       "memory to hand out", what="__dlpack__",
+                raise UnsupportedError("DLPack export of a neuron tensor: DLPack has no device type "
+                                       "for an emulated device", what="__dlpack__",
                                        hint="call .cpu() first, then export")
             return _original(self, *args, **kwargs)
 

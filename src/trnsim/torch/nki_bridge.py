@@ -1,6 +1,6 @@
 """NKI kernels on neuron tensors: `trnsim.torch.nki_call(kernel, *tensors)`.
 
-The kernel runs in the NKI emulator on the CPU buffers behind the neuron tensors (inputs it writes
+The kernel runs in the NKI emulator on CPU views of the neuron tensors' memory (inputs it writes
 are updated in place, as on the device), its results come back as neuron tensors, and inside a
 `profile` block its instruction trace is charged to the device time (re-timed per target like every
 other op). This is how a custom kernel is used from a PyTorch model on Trainium; autograd does not

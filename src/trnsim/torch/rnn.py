@@ -1,9 +1,9 @@
-"""Recurrent layers (`nn.LSTM`, `nn.GRU`, `nn.RNN`) on neuron: the whole aten op on the CPU buffers.
+"""Recurrent layers (`nn.LSTM`, `nn.GRU`, `nn.RNN`) on neuron: the whole aten op on CPU views.
 
 On a device other than CPU, PyTorch's recurrent ops step through fused cell kernels that only CUDA
 has (`_thnn_fused_lstm_cell`), and CPU itself runs them through oneDNN (`mkldnn_rnn`): neither
 decomposes into ops trnsim could run with CPU's bits. So trnsim takes the op before it decomposes
-(a kernel on the AutogradPrivateUse1 key) and runs CPU's implementation on the buffers under CPU
+(a kernel on the AutogradPrivateUse1 key) and runs CPU's implementation on CPU views under CPU
 autograd; the backward asks that CPU graph for the gradients. Outputs and gradients are CPU's, bit
 for bit. The profiler charges the forward as its matmuls and gate arithmetic (devicetime's "rnn"
 recipe) and the backward, recorded as `<op>.backward`, as twice that.

@@ -15,6 +15,7 @@ import hashlib
 import importlib.util
 import shutil
 import sys
+import sysconfig
 from pathlib import Path
 
 import torch
@@ -27,8 +28,10 @@ NAME = "trnsim_neuron_device"
 
 
 def build_directory() -> Path:
-    """Where the compiled core goes: keyed by the source and the torch version it is built against."""
-    key = hashlib.sha256(SOURCE.read_bytes() + torch.__version__.encode()).hexdigest()[:16]
+    """Where the compiled core goes: keyed by the source, the torch version it is built against and
+    the Python it is built for (a library built for one does not load in another)."""
+    made_for = f"{torch.__version__} {sys.version} {sysconfig.get_config_var('EXT_SUFFIX')}"
+    key = hashlib.sha256(SOURCE.read_bytes() + made_for.encode()).hexdigest()[:16]
     return cache_directory() / "torch-native" / key
 
 
