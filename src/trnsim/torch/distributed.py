@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.abc
+import importlib.util
 import os
 import sys
 from datetime import timedelta
@@ -72,8 +74,7 @@ class _DefaultBackendConfig(dist.distributed_c10d.BackendConfig):
 
 
 _FSDP = "torch.distributed.fsdp._fully_shard._fully_shard"
-"""The module of FSDP2's `fully_shard` (already loaded when the device registers); the modules
-that export it imported it from there."""
+"""The module of FSDP2's `fully_shard`; the modules that export it import it from there."""
 
 
 def _default_mesh_where_the_model_is(fully_shard):
@@ -101,7 +102,28 @@ def register() -> None:
         return
     dist.Backend.register_backend(NAME, _create_backend, devices=[NAME, "cpu"])
     dist.distributed_c10d.BackendConfig = _DefaultBackendConfig
-    original = importlib.import_module(_FSDP).fully_shard
-    for name, module in list(sys.modules.items()):  # replaced wherever it is held
-        if name.startswith("torch.distributed.") and getattr(module, "fully_shard", None) is original:
-            module.fully_shard = _default_mesh_where_the_model_is(original)
+    if _FSDP in sys.modules:
+        original = sys.modules[_FSDP].fully_shard
+        for name, module in list(sys.modules.items()):  # replaced wherever it is held
+            if name.startswith("torch.distributed.") and getattr(module, "fully_shard", None) is original:
+                module.fully_shard = _default_mesh_where_the_model_is(original)
+    else:  # importing FSDP costs about a second: wait until the script does
+        sys.meta_path.insert(0, _ShardWhenImported())
+
+
+class _ShardWhenImported(importlib.abc.MetaPathFinder):
+    """Replaces `fully_shard` as FSDP2's module is first imported, before any module exports it."""
+
+    def find_spec(self, name, path, target=None):
+        if name != _FSDP:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            module.fully_shard = _default_mesh_where_the_model_is(module.fully_shard)
+
+        spec.loader.exec_module = exec_module
+        return spec
