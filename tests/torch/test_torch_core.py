@@ -93,3 +93,26 @@ def test_ddp_that_finds_unused_parameters_matches_cpu(tmp_path):
 def test_sparse_and_nested_tensors_are_refused_by_name(make):
     with pytest.raises(UnsupportedError, match="strided tensors only"):
         make().to("neuron")
+
+
+def test_nested_forward_mode_autograd_matches_cpu():
+    """jacfwd of grad and a jvp of a jvp crashed the process on the first, Python-written device."""
+    from torch.func import grad, jacfwd, jvp
+
+    def f(x):
+        return (x.sin() * x).sum()
+
+    results = {}
+    for device in ("cpu", "neuron"):
+        x, v = torch.linspace(-1, 1, 5).to(device), torch.ones(5, device=device)
+        second = jvp(lambda y: jvp(f, (y,), (v,))[1], (x,), (v,))[1]  # noqa: B023 (v of this pass)
+        results[device] = [jacfwd(grad(f))(x).cpu(), second.cpu()]
+    assert all(torch.equal(a, b) for a, b in zip(results["cpu"], results["neuron"], strict=True))
+
+
+def test_torch_export_traces_a_neuron_model():
+    """export's fake tensors read the tensor's storage, which the Python-written device lacked."""
+    model = torch.nn.Linear(3, 2).to("neuron")
+    program = torch.export.export(model, (torch.randn(1, 3, device="neuron"),))
+    x = torch.randn(1, 3, device="neuron")
+    assert torch.equal(program.module()(x).cpu(), model(x).cpu())
