@@ -6,6 +6,7 @@ import torch
 import trnsim.torch  # noqa: F401
 from trnsim import config
 from trnsim.errors import UnsupportedError
+from trnsim.torch import DeviceMismatchError
 
 
 @pytest.fixture
@@ -53,6 +54,15 @@ def test_results_follow_their_inputs_device_not_the_current_one():
     with torch.neuron.device(5):
         assert torch.zeros(1, device="neuron").device == torch.device("neuron", 5)
     assert torch.zeros(1, device="neuron").device == torch.device("neuron", 0)
+
+
+def test_an_op_mixing_two_devices_is_refused_and_copy_moves_between_them():
+    """As on CUDA; it ran, and its result went to the first input's device."""
+    a, b = torch.ones(2, device="neuron:0"), torch.full((2,), 2.0, device="neuron:1")
+    with pytest.raises(DeviceMismatchError, match=r"got a neuron:0 tensor and a neuron:1 tensor"):
+        a + b
+    b.copy_(a)
+    assert b.device == torch.device("neuron", 1) and b.cpu().tolist() == [1.0, 1.0]
 
 
 def test_pin_memory_is_a_host_copy():

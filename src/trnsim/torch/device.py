@@ -310,9 +310,10 @@ def _refuse_cuda_only(op):
     return refuse
 
 
-def _refuse_mismatch(name: str, overload: str, tensor) -> None:
-    """Called by the core when an op mixes neuron tensors with a CPU tensor CUDA would refuse."""
-    raise DeviceMismatchError(f"{name.replace('::', '.')}.{overload or 'default'}", tensor)
+def _refuse_mismatch(name: str, overload: str, tensor, device: int) -> None:
+    """Called by the core when an op on neuron:`device` gets a tensor CUDA would refuse there."""
+    raise DeviceMismatchError(f"{name.replace('::', '.')}.{overload or 'default'}", tensor,
+                              on=torch.device(NAME, device))
 
 
 @functools.cache

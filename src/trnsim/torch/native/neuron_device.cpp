@@ -226,6 +226,7 @@ struct Aliases {
 
   at::Tensor stray;  // the first CPU tensor of more than 0 dims among the arguments
   bool stray_in_list = false;
+  at::Tensor elsewhere;  // the first neuron tensor on another device than the first one's
 
   at::Tensor to_cpu(const at::Tensor& t, bool in_list = false) {
     if (!is_neuron(t)) {
@@ -240,6 +241,8 @@ struct Aliases {
     }
     if (device < 0) {
       device = t.device().index();
+    } else if (t.device().index() != device && !elsewhere.defined()) {
+      elsewhere = t;
     }
     for (auto& [neuron, cpu] : tensors) {
       if (neuron.unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
@@ -318,9 +321,22 @@ struct Aliases {
 // Raises trnsim's DeviceMismatchError (set from Python: trnsim.torch.native.device).
 PyObject* mismatch_handler = nullptr;
 
-// A neuron op may take a CPU tensor of more than 0 dims only where CUDA takes one: index tensors of
-// the indexing ops, and the lengths of a packed sequence.
+void refuse_mismatch(const c10::OperatorHandle& op, const at::Tensor& tensor, c10::DeviceIndex device) {
+  if (mismatch_handler != nullptr) {
+    py::gil_scoped_acquire gil;
+    py::reinterpret_borrow<py::object>(mismatch_handler)(op.schema().name(), op.schema().overload_name(),
+                                                          tensor, static_cast<int>(device));
+  }
+  TORCH_CHECK(false, "a neuron op got a tensor of another device, of shape ", tensor.sizes());  // no handler
+}
+
+// As on CUDA, a neuron op takes tensors of one device, and a CPU tensor of more than 0 dims only
+// where CUDA takes one: index tensors of the indexing ops, and the lengths of a packed sequence.
+// copy_ is how data moves between devices.
 void check_devices(const c10::OperatorHandle& op, const Aliases& aliases) {
+  if (aliases.elsewhere.defined() && op.schema().name() != "aten::copy_") {
+    refuse_mismatch(op, aliases.elsewhere, aliases.device);
+  }
   if (!aliases.stray.defined() || aliases.device < 0) {
     return;
   }
@@ -330,14 +346,9 @@ void check_devices(const c10::OperatorHandle& op, const Aliases& aliases) {
                      name == "aten::_unsafe_index_put";
   const bool lengths = (name == "aten::_pack_padded_sequence" || name == "aten::_pack_padded_sequence_backward") &&
                        aliases.stray.dim() == 1 && aliases.stray.scalar_type() == at::kLong;
-  if ((index && aliases.stray_in_list) || lengths) {
-    return;
+  if (!(index && aliases.stray_in_list) && !lengths) {
+    refuse_mismatch(op, aliases.stray, aliases.device);
   }
-  if (mismatch_handler != nullptr) {
-    py::gil_scoped_acquire gil;
-    py::reinterpret_borrow<py::object>(mismatch_handler)(name, op.schema().overload_name(), aliases.stray);
-  }
-  TORCH_CHECK(false, "a neuron op got a CPU tensor of shape ", aliases.stray.sizes());  // no handler set
 }
 
 // The aten ops trnsim's op table implements (trnsim.torch.ops.FAMILIES); any other op is reported
