@@ -87,12 +87,18 @@ def test_ddp_that_finds_unused_parameters_matches_cpu(tmp_path):
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("make", [lambda: torch.eye(3).to_sparse(),
-                                  lambda: torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])],
-                         ids=["sparse", "nested"])
+def _nested():
+    return torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+
+
+@pytest.mark.parametrize("make", [lambda: torch.eye(3).to_sparse().to("neuron"), lambda: _nested().to("neuron"),
+                                  lambda: torch.eye(3, device="neuron").to_sparse()],
+                         ids=["sparse", "nested", "made-sparse"])
 def test_sparse_and_nested_tensors_are_refused_by_name(make):
+    """Making a sparse tensor from a neuron one raised PyTorch's NotImplementedError ("Cannot access
+    storage of SparseTensorImpl")."""
     with pytest.raises(UnsupportedError, match="strided tensors only"):
-        make().to("neuron")
+        make()
 
 
 def test_nested_forward_mode_autograd_matches_cpu():

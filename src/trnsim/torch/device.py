@@ -288,15 +288,23 @@ UNSUPPORTED_LAYOUTS = {"SparsePrivateUse1": "sparse COO", "SparseCsrPrivateUse1"
 would raise its own "Could not run ... from the 'Sparseneuron' backend"."""
 
 
+def _refuse_layout(what: str) -> None:
+    raise UnsupportedError(f"{what}: the neuron device has strided tensors only", what=what,
+                           hint="keep the tensor on CPU, or make it dense (.to_dense()) first")
+
+
 def _refuse_layouts() -> torch.library.Library:
     library = torch.library.Library("_", "IMPL")
     for key, kind in UNSUPPORTED_LAYOUTS.items():
         def refuse(op, *_args, _kind=kind, **_kwargs):
-            raise UnsupportedError(f"{op} on a {_kind} tensor: the neuron device has strided tensors only",
-                                   what=f"{_kind} tensors on neuron",
-                                   hint="keep the tensor on CPU, or make it dense (.to_dense()) first")
+            _refuse_layout(f"{op} on a {_kind} tensor")
         library.fallback(refuse, key)
     return library
+
+
+def _refuse_made_layout(name: str, overload: str, layout: str) -> None:
+    """Called by the core when an op's CPU kernel made a sparse (non-strided) tensor from neuron ones."""
+    _refuse_layout(f"{name.replace('::', '.')}.{overload or 'default'} making a tensor of layout {layout}")
 
 
 def _note_fallback(name: str, overload: str) -> None:
@@ -365,6 +373,7 @@ def register() -> list:
     core.run_composite_for("_c10d_functional", ["wait_tensor"])
     core.set_mismatch_handler(_refuse_mismatch)
     core.set_index_handler(check_index)  # raises UnsupportedError for a missing index
+    core.set_layout_handler(_refuse_made_layout)
     core.set_recorder(_record)
     core.set_rounding_handler(precision.stochastically_rounded)
     core.set_fallback_handler([f"aten::{name}" for name in ops.FAMILIES], _note_fallback)

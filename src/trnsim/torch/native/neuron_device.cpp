@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -351,6 +352,21 @@ void check_devices(const c10::OperatorHandle& op, const Aliases& aliases) {
   }
 }
 
+// Raises trnsim's UnsupportedError for an op whose CPU kernel made a sparse (or other non-strided)
+// tensor: the device has strided tensors only (set from Python: trnsim.torch.device).
+PyObject* layout_handler = nullptr;
+
+void refuse_layout(const c10::OperatorHandle& op, const at::Tensor& made) {
+  if (layout_handler != nullptr) {
+    py::gil_scoped_acquire gil;
+    std::ostringstream layout;
+    layout << made.layout();
+    py::reinterpret_borrow<py::object>(layout_handler)(op.schema().name(), op.schema().overload_name(),
+                                                        layout.str());
+  }
+  TORCH_CHECK(false, "the neuron device has strided tensors only");  // no handler set
+}
+
 // The aten ops trnsim's op table implements (trnsim.torch.ops.FAMILIES); any other op is reported
 // to Python, which counts it, warns once or refuses it in strict mode (trnsim.torch.fallback).
 std::unordered_set<std::string> implemented;
@@ -499,7 +515,12 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::unordered_map<c10::StorageImpl*, c10::Storage> fresh;
   const auto returns = op.schema().returns().size();
   for (size_t i = stack->size() - returns; i < stack->size(); ++i) {
-    change_tensors((*stack)[i], [&](const at::Tensor& t, bool) { return aliases.to_neuron(t, fresh); });
+    change_tensors((*stack)[i], [&](const at::Tensor& t, bool) {
+      if (t.defined() && t.layout() != at::kStrided) {
+        refuse_layout(op, t);
+      }
+      return aliases.to_neuron(t, fresh);
+    });
   }
   if (recorded) {
     record(op, inputs, *stack, returns);
@@ -715,6 +736,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("set_fallback_handler", [](const std::vector<std::string>& names, py::object handler) {
     implemented = std::unordered_set<std::string>(names.begin(), names.end());
     fallback_handler = handler.inc_ref().ptr();  // kept for the life of the process
+  });
+  module.def("set_layout_handler", [](py::object handler) {
+    layout_handler = handler.inc_ref().ptr();  // kept for the life of the process
   });
   module.def("set_index_handler", [](py::object handler) {
     index_handler = handler.inc_ref().ptr();  // kept for the life of the process
