@@ -91,7 +91,8 @@ def _nested():
     return torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
 
 
-@pytest.mark.parametrize("make", [lambda: torch.eye(3).to_sparse().to("neuron"), lambda: _nested().to("neuron"),
+@pytest.mark.parametrize("make", [lambda: torch.eye(3).to_sparse().to("neuron"),
+                                  lambda: _nested().to("neuron"),
                                   lambda: torch.eye(3, device="neuron").to_sparse()],
                          ids=["sparse", "nested", "made-sparse"])
 def test_sparse_and_nested_tensors_are_refused_by_name(make):
