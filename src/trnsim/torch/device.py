@@ -237,7 +237,7 @@ def cpu_dropout(input, p: float, train: bool):
 
 def integer_histc(input, bins: int = 100, min=0, max=0, *, out=None):
     """`histc`, which CUDA computes for integer tensors and CPU refuses (trnsim.torch.ops.histc)."""
-    counts = ops.histc(torch.ops.aten.histc.default, (buffer_of(input), bins, min, max), {})
+    counts = ops.histc(buffer_of(input), bins, min, max)
     if out is None:
         return to_neuron(counts, input.device)
     return out.resize_(counts.shape).copy_(counts)
@@ -288,6 +288,11 @@ UNSUPPORTED_LAYOUTS = {"SparsePrivateUse1": "sparse COO", "SparseCsrPrivateUse1"
 would raise its own "Could not run ... from the 'Sparseneuron' backend"."""
 
 
+def _op_name(name: str, overload: str) -> str:
+    """An op as the core names it ("aten::add", "Tensor") in trnsim's spelling: aten.add.Tensor."""
+    return f"{name.replace('::', '.')}.{overload or 'default'}"
+
+
 def _refuse_layout(what: str) -> None:
     raise UnsupportedError(f"{what}: the neuron device has strided tensors only", what=what,
                            hint="keep the tensor on CPU, or make it dense (.to_dense()) first")
@@ -304,12 +309,12 @@ def _refuse_layouts() -> torch.library.Library:
 
 def _refuse_made_layout(name: str, overload: str, layout: str) -> None:
     """Called by the core when an op's CPU kernel made a sparse (non-strided) tensor from neuron ones."""
-    _refuse_layout(f"{name.replace('::', '.')}.{overload or 'default'} making a tensor of layout {layout}")
+    _refuse_layout(f"{_op_name(name, overload)} making a tensor of layout {layout}")
 
 
 def _note_fallback(name: str, overload: str) -> None:
     """Called by the core for an op outside the op table (ops.FAMILIES): counted, or refused."""
-    fallback.note(f"{name.replace('::', '.')}.{overload or 'default'}", stacklevel=2)
+    fallback.note(_op_name(name, overload), stacklevel=2)
 
 
 def _refuse_cuda_only(op):
@@ -320,8 +325,7 @@ def _refuse_cuda_only(op):
 
 def _refuse_mismatch(name: str, overload: str, tensor, device: int) -> None:
     """Called by the core when an op on neuron:`device` gets a tensor CUDA would refuse there."""
-    raise DeviceMismatchError(f"{name.replace('::', '.')}.{overload or 'default'}", tensor,
-                              on=torch.device(NAME, device))
+    raise DeviceMismatchError(_op_name(name, overload), tensor, on=torch.device(NAME, device))
 
 
 @functools.cache

@@ -99,20 +99,14 @@ FP32_ACCUMULATE = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "co
 INTEGER_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
-def _histc_arguments(input, bins=100, min=0, max=0, *, out=None):
-    return input, bins, min, max, out
-
-
-def histc(func, args, kwargs):
+def histc(values: torch.Tensor, bins: int = 100, low=0, high=0) -> torch.Tensor:
     """`histc` of an integer tensor, which CUDA computes and CPU's kernel refuses (Hugging Face MoE
     layers count tokens per expert this way on any device but CPU): CUDA's definition in exact
     integer arithmetic, so counts equal CPU's float histc of the same small values. Other dtypes
     go to CPU's kernel."""
-    values, bins, low, high, out = _histc_arguments(*args, **kwargs)
     if values.dtype not in INTEGER_DTYPES:
-        return func(*args, **kwargs)
-    counts = _integer_histogram(values.reshape(-1).long(), bins, int(low), int(high)).to(values.dtype)
-    return counts if out is None else out.resize_(counts.shape).copy_(counts)
+        return torch.histc(values, bins, low, high)
+    return _integer_histogram(values.reshape(-1).long(), bins, int(low), int(high)).to(values.dtype)
 
 
 def _integer_histogram(values: torch.Tensor, bins: int, low: int, high: int) -> torch.Tensor:

@@ -30,6 +30,7 @@
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 namespace {
 
@@ -55,13 +56,22 @@ void count(int device, int64_t bytes) {
   }
 }
 
-// Raises trnsim's UnsupportedError for a device the node does not have (set from Python).
+// Calls one of the Python handlers set at start-up (trnsim.torch.device), which raise trnsim's
+// errors; a handler not set is skipped, and the caller's own check follows.
+template <typename... Args>
+void call_handler(PyObject* handler, Args&&... args) {
+  if (handler != nullptr) {
+    py::gil_scoped_acquire gil;
+    py::reinterpret_borrow<py::object>(handler)(std::forward<Args>(args)...);
+  }
+}
+
+// Raises trnsim's UnsupportedError for a device the node does not have.
 PyObject* index_handler = nullptr;
 
 c10::DeviceIndex checked_index(c10::DeviceIndex index) {
-  if ((index < 0 || index >= device_count.load()) && index_handler != nullptr) {
-    py::gil_scoped_acquire gil;
-    py::reinterpret_borrow<py::object>(index_handler)(static_cast<int>(index));
+  if (index < 0 || index >= device_count.load()) {
+    call_handler(index_handler, static_cast<int>(index));
   }
   TORCH_CHECK(index >= 0 && index < device_count.load(), "neuron:", static_cast<int>(index),
               " does not exist: the emulated node has ", device_count.load(), " neuron devices");
@@ -319,15 +329,12 @@ struct Aliases {
   }
 };
 
-// Raises trnsim's DeviceMismatchError (set from Python: trnsim.torch.native.device).
+// Raises trnsim's DeviceMismatchError.
 PyObject* mismatch_handler = nullptr;
 
 void refuse_mismatch(const c10::OperatorHandle& op, const at::Tensor& tensor, c10::DeviceIndex device) {
-  if (mismatch_handler != nullptr) {
-    py::gil_scoped_acquire gil;
-    py::reinterpret_borrow<py::object>(mismatch_handler)(op.schema().name(), op.schema().overload_name(),
-                                                          tensor, static_cast<int>(device));
-  }
+  call_handler(mismatch_handler, op.schema().name(), op.schema().overload_name(), tensor,
+               static_cast<int>(device));
   TORCH_CHECK(false, "a neuron op got a tensor of another device, of shape ", tensor.sizes());  // no handler
 }
 
@@ -345,7 +352,8 @@ void check_devices(const c10::OperatorHandle& op, const Aliases& aliases) {
   const bool index = name == "aten::index" || name == "aten::index_put" || name == "aten::index_put_" ||
                      name == "aten::_index_put_impl_" || name == "aten::_unsafe_index" ||
                      name == "aten::_unsafe_index_put";
-  const bool lengths = (name == "aten::_pack_padded_sequence" || name == "aten::_pack_padded_sequence_backward") &&
+  const bool lengths = (name == "aten::_pack_padded_sequence" ||
+                        name == "aten::_pack_padded_sequence_backward") &&
                        aliases.stray.dim() == 1 && aliases.stray.scalar_type() == at::kLong;
   if (!(index && aliases.stray_in_list) && !lengths) {
     refuse_mismatch(op, aliases.stray, aliases.device);
@@ -353,17 +361,13 @@ void check_devices(const c10::OperatorHandle& op, const Aliases& aliases) {
 }
 
 // Raises trnsim's UnsupportedError for an op whose CPU kernel made a sparse (or other non-strided)
-// tensor: the device has strided tensors only (set from Python: trnsim.torch.device).
+// tensor: the device has strided tensors only.
 PyObject* layout_handler = nullptr;
 
 void refuse_layout(const c10::OperatorHandle& op, const at::Tensor& made) {
-  if (layout_handler != nullptr) {
-    py::gil_scoped_acquire gil;
-    std::ostringstream layout;
-    layout << made.layout();
-    py::reinterpret_borrow<py::object>(layout_handler)(op.schema().name(), op.schema().overload_name(),
-                                                        layout.str());
-  }
+  std::ostringstream layout;
+  layout << made.layout();
+  call_handler(layout_handler, op.schema().name(), op.schema().overload_name(), layout.str());
   TORCH_CHECK(false, "the neuron device has strided tensors only");  // no handler set
 }
 
@@ -374,9 +378,8 @@ PyObject* fallback_handler = nullptr;
 
 void check_implemented(const c10::OperatorHandle& op) {
   const auto& name = op.schema().name();
-  if (fallback_handler != nullptr && name.rfind("aten::", 0) == 0 && implemented.count(name) == 0) {
-    py::gil_scoped_acquire gil;
-    py::reinterpret_borrow<py::object>(fallback_handler)(name, op.schema().overload_name());
+  if (name.rfind("aten::", 0) == 0 && implemented.count(name) == 0) {
+    call_handler(fallback_handler, name, op.schema().overload_name());
   }
 }
 
@@ -453,7 +456,8 @@ void record(const c10::OperatorHandle& op, const std::vector<c10::IValue>& input
   for (size_t i = 0; i < returns; ++i) {
     outputs[i] = torch::jit::toPyObject(stack[stack.size() - returns + i]);
   }
-  py::reinterpret_borrow<py::object>(recorder)(op.schema().name(), op.schema().overload_name(), args, outputs);
+  py::reinterpret_borrow<py::object>(recorder)(op.schema().name(), op.schema().overload_name(), args,
+                                                outputs);
 }
 
 // Runs `op` with CPU's kernel on aliases of its neuron tensors; results come back as neuron tensors.
@@ -695,7 +699,7 @@ TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFallthrough());
 }
 
-// Kernels registered from Python at start-up (trnsim.torch.native.device): ops that must run
+// Kernels registered from Python at start-up (trnsim.torch.device): ops that must run
 // whole with CPU's kernel.
 std::vector<std::unique_ptr<torch::Library>> libraries;
 
