@@ -5,8 +5,8 @@
 
 Environment: TRNSIM_TARGET (default generation, e.g. "trn2"), TRNSIM_STRICT (1 = raise on reading
 uninitialised memory), TRNSIM_DEBUG (1 = keep full tracebacks in the CLI), TRNSIM_EAGER (1 = execute
-each kernel instruction when it is issued instead of deferring matmul segments; strict implies it),
-TRNSIM_PYTHON_ONLY (1 = run the modules setup.py compiles as Python: `trnsim._native`).
+each kernel instruction when it is issued instead of running matmul GEMMs on worker threads; strict
+implies it), TRNSIM_PYTHON_ONLY (1 = run the modules setup.py compiles as Python: `trnsim._native`).
 XDG_CACHE_HOME places the cache directory (`cache_directory`).
 NKI's own NEURON_PLATFORM_TARGET_OVERRIDE is read by trnsim.nki, and
 NEURON_RT_STOCHASTIC_ROUNDING_EN / NEURON_RT_STOCHASTIC_ROUNDING_SEED by trnsim.numerics, where

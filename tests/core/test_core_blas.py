@@ -42,7 +42,7 @@ def test_kernels_run_with_one_blas_thread(monkeypatch):
 
 @nki.jit
 def square(a):
-    """Two matmuls into two PSUM tiles (one segment: both chains may run on workers)."""
+    """Two matmuls into two PSUM tiles (deferred: both GEMMs run on workers)."""
     out = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.shared_hbm)
     tile = nl.load(a)
     for half in range(2):
@@ -98,3 +98,30 @@ def test_a_queued_gemm_is_made_later_with_the_same_bits():
     assert len(calls) == 1 and not out.any()  # recorded, not made
     blas.run_queued(calls)
     assert np.array_equal(out, now)
+
+
+def test_queued_gemms_made_in_batches_give_the_bits_of_one_call_each():
+    """run_queued sends runs of large products to sgemm_batch; small products, single rows or
+    columns and numpy-only layouts are made alone. Every product gets the bits of its own call."""
+    rng = np.random.default_rng(6)
+    shapes = [(128, 128, 512), (128, 128, 512), (96, 128, 256), (128, 1, 512), (64, 64, 64),
+              (128, 128, 512), (128, 128, 200), (128, 128, 512)]
+    big = rng.standard_normal((128, 8, 1200), dtype=np.float32)
+    calls, alone = [], []
+    for index, (k, m, n) in enumerate(shapes):
+        stationary = big[:k, index % 8, 3:3 + m]
+        moving = big[:k, (index + 1) % 8, 600:600 + n]
+        starts = rng.standard_normal((m, n), dtype=np.float32)
+        outs = [starts.copy(), starts.copy()]
+        calls.append((stationary, moving, outs[0], index % 2 == 0))
+        alone.append((stationary, moving, outs[1], index % 2 == 0))
+    with blas.limited(1):
+        blas.run_queued(calls)
+        for call in alone:
+            blas.gemm(*call)
+    for batched, single in zip(calls, alone, strict=True):
+        assert np.array_equal(batched[2], single[2])
+    library = blas._openblas()
+    if library is not None and library.sgemm_batch is not None:
+        taken = [blas._batched(library, blas._sgemm_args(library, *call)) for call in calls]
+        assert taken == [True, True, True, False, False, True, True, True]

@@ -1,5 +1,7 @@
 """Fixtures the nki tests share."""
 
+import threading
+
 import pytest
 
 from trnsim.core import deferred
@@ -7,15 +9,13 @@ from trnsim.core import deferred
 
 @pytest.fixture
 def on_workers(monkeypatch):
-    """For each segment whose chains ran on worker threads: how many matmuls they held (so a test
-    knows it compared something that ran in parallel)."""
-    seen = []
-    original = deferred._Chains.start
+    """The GEMMs made on worker threads (so a test knows it compared something made there)."""
+    made = []
+    original = deferred.blas.run_queued
 
-    def spy(entries, state):
-        chains = original(entries, state)
-        if chains is not None:
-            seen.append(len(chains.lane_of))
-        return chains
-    monkeypatch.setattr(deferred._Chains, "start", staticmethod(spy))
-    return seen
+    def spy(calls):
+        if threading.current_thread().name == "trnsim-gemm":
+            made.extend(calls)
+        original(calls)
+    monkeypatch.setattr(deferred.blas, "run_queued", spy)
+    return made

@@ -112,7 +112,7 @@ def test_a_grid_of_chains_runs_on_workers_with_the_bits_of_eager_execution(on_wo
     rng = np.random.default_rng(1)
     lhsT, rhs = (rng.standard_normal((384, width)).astype(np.float32) for width in (256, 1024))
     results = run_in_every_mode(matmul_grid, lhsT, rhs, 128, 512, False, False, lnc2=True)
-    assert on_workers == [12]  # deferred: four chains of three matmuls ran on workers
+    assert len(on_workers) == 12  # deferred: four chains of three matmuls ran on workers
     assert_same_bits(results)
 
 

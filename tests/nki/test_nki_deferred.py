@@ -8,7 +8,6 @@ matmul the same BLAS call as in eager execution, so values are compared bit for 
 import contextlib
 import contextvars
 import io
-import threading
 import time
 
 import numpy as np
@@ -50,14 +49,16 @@ def blocked_matmul(lhsT, rhs, out_dtype=nl.float32):
 
 def test_a_copy_out_of_psum_runs_once_its_chain_is_done_while_later_chains_multiply(monkeypatch):
     """The first output tile's copy starts before the last chain's last GEMM ends (each GEMM is
-    slowed to 5 ms so the order does not depend on the machine); the values are eager's."""
+    slowed to 5 ms and made alone, so the order does not depend on the machine); the values are
+    eager's."""
+    monkeypatch.setattr(deferred, "BATCH", 1)
     original_gemm, original_run = deferred.blas.run_queued, deferred.run_instruction
     gemms_ended, copies_started = [], []
 
     def slow_gemm(calls):
-        time.sleep(0.005)
+        time.sleep(0.005 * len(calls))
         original_gemm(calls)
-        gemms_ended.append(time.perf_counter())
+        gemms_ended.extend([time.perf_counter()] * len(calls))
 
     def run(ins, inputs, outputs, state, strict):
         if ins.opcode is Opcode.TENSOR_COPY:
@@ -129,12 +130,12 @@ def test_an_instruction_that_overwrites_a_matmul_operand_waits_for_its_gemms(mon
     original = deferred.blas.run_queued
 
     def slow_gemm(calls):
-        time.sleep(0.02)
+        time.sleep(0.02 * len(calls))
         original(calls)
     monkeypatch.setattr(deferred.blas, "run_queued", slow_gemm)
     lhsT, rhs = _inputs(k=128, m=128, n=512)
     result = nki.simulate(overwrite_after_matmuls)(lhsT, rhs)
-    assert on_workers == [2]
+    assert len(on_workers) == 2
     with trnsim.config.override(eager=True):
         assert np.array_equal(result, nki.simulate(overwrite_after_matmuls)(lhsT, rhs))
     np.testing.assert_allclose(result, lhsT.T.astype(np.float64) @ rhs, rtol=1e-4, atol=1e-3)
@@ -144,8 +145,8 @@ def test_a_gemm_that_fails_on_a_worker_is_raised_and_nothing_waits_forever(monke
     calls = []
 
     def failing(gemms):
-        calls.append(1)
-        if len(calls) == 2:
+        calls.extend(gemms)
+        if len(calls) >= 2:
             raise KernelError("the second worker GEMM failed")
         original(gemms)
     monkeypatch.setattr(deferred.blas, "run_queued", failing)
@@ -178,10 +179,10 @@ def _inputs(k=384, m=256, n=512, dtype=np.float32):
 def test_a_block_of_matmuls_runs_on_workers_with_eager_bits(on_workers):
     lhsT, rhs = _inputs()
     deferred_out = nki.simulate(blocked_matmul)(lhsT, rhs)
-    assert on_workers == [12]  # 2 x 2 output tiles, 3 K steps each
+    assert len(on_workers) == 12  # 2 x 2 output tiles, 3 K steps each
     with trnsim.config.override(eager=True):
         eager_out = nki.simulate(blocked_matmul)(lhsT, rhs)
-    assert len(on_workers) == 1  # eager runs never queue
+    assert len(on_workers) == 12  # eager runs never queue
     assert np.array_equal(deferred_out, eager_out)
     np.testing.assert_allclose(deferred_out, lhsT.T.astype(np.float64) @ rhs, rtol=1e-4, atol=1e-3)
 
@@ -197,12 +198,14 @@ def test_deferral_never_changes_the_trace():
     assert traces[0] == traces[1]
 
 
-def test_a_reused_psum_tile_splits_segments_and_stays_exact(on_workers):
+def test_a_reused_psum_tile_stays_exact(on_workers):
+    """Each output tile's copy waits for the GEMMs into the one PSUM tile, and the next tile's
+    first matmul waits for that copy."""
     lhsT, rhs = _inputs(k=256, m=256, n=512)
     result = nki.simulate(one_psum_tile)(lhsT, rhs)
     with trnsim.config.override(eager=True):
         eager = nki.simulate(one_psum_tile)(lhsT, rhs)
-    assert on_workers == []  # one chain per segment: nothing to run side by side
+    assert len(on_workers) == 8  # 2 x 2 output tiles, 2 K steps each
     assert np.array_equal(result, eager)
     np.testing.assert_allclose(result, lhsT.T.astype(np.float64) @ rhs, rtol=1e-4, atol=1e-3)
 
@@ -305,50 +308,97 @@ def two_blocks(lhsT, rhs):
     return out
 
 
-def test_a_full_segment_is_cut_at_a_chain_boundary(on_workers, monkeypatch):
-    """With room for 6 matmuls, each pair of 3-step chains is its own segment; same bits."""
-    monkeypatch.setattr(deferred, "SEGMENT_MATMULS", 6)
+def test_the_kernel_issues_on_while_its_gemms_run(monkeypatch):
+    """With every GEMM slowed to 10 ms, the kernel has issued its last instruction before the
+    workers are done (the copies and stores wait in the queue); the values are eager's."""
+    original = deferred.blas.run_queued
+    ended = []
+
+    def slow_gemm(calls):
+        time.sleep(0.01 * len(calls))
+        original(calls)
+        ended.append(time.perf_counter())
+    issued = []
+    original_add = deferred.DeferredQueue.add
+
+    def add(self, ins, inputs, outputs):
+        original_add(self, ins, inputs, outputs)
+        issued.append(time.perf_counter())
+    monkeypatch.setattr(deferred.blas, "run_queued", slow_gemm)
+    monkeypatch.setattr(deferred.DeferredQueue, "add", add)
     lhsT, rhs = _inputs()
     result = nki.simulate(blocked_matmul)(lhsT, rhs)
-    assert on_workers == [6, 6]  # one output row of 2 tiles per segment
+    assert issued[-1] < ended[-1]
+    monkeypatch.undo()
     with trnsim.config.override(eager=True):
         assert np.array_equal(result, nki.simulate(blocked_matmul)(lhsT, rhs))
 
 
-def test_a_full_segment_runs_on_its_own_thread_while_the_kernel_issues_the_next(monkeypatch):
-    """A segment cut for size is handed off: it runs on a segment thread while the kernel's thread
-    issues the next one (segments still run one after another); the values are eager's."""
-    monkeypatch.setattr(deferred, "SEGMENT_MATMULS", 6)
-    threads = []
-    original = deferred.DeferredQueue._run
+def test_at_most_ahead_gemms_wait_for_a_worker(monkeypatch, on_workers):
+    """With AHEAD = 2, the kernel's thread waits for the workers instead of queueing all 12."""
+    monkeypatch.setattr(deferred, "AHEAD", 2)
+    original = deferred.blas.run_queued
+    waiting = []
 
-    def spy(self, entries):
-        threads.append(threading.current_thread().name)
-        original(self, entries)
-    monkeypatch.setattr(deferred.DeferredQueue, "_run", spy)
+    def slow_gemm(calls):
+        time.sleep(0.005 * len(calls))
+        original(calls)
+    original_hold = deferred.DeferredQueue._hold_back
+
+    def hold_back(self):
+        original_hold(self)
+        waiting.append(sum(lane.posted - lane.done for lane in self.lanes))
+    monkeypatch.setattr(deferred.blas, "run_queued", slow_gemm)
+    monkeypatch.setattr(deferred.DeferredQueue, "_hold_back", hold_back)
     lhsT, rhs = _inputs()
     result = nki.simulate(blocked_matmul)(lhsT, rhs)
-    assert threads == ["trnsim-segment", threading.current_thread().name]  # the kernel's end runs the last
+    assert len(waiting) == 12 and max(waiting) <= 2
     with trnsim.config.override(eager=True):
         assert np.array_equal(result, nki.simulate(blocked_matmul)(lhsT, rhs))
 
 
-def test_an_error_in_a_handed_off_segment_is_raised_by_the_kernel_call(monkeypatch):
-    """The first segment fails on its thread; the kernel call raises that error, not a later one."""
-    monkeypatch.setattr(deferred, "SEGMENT_MATMULS", 6)
+def test_a_load_into_a_fresh_tile_does_not_wait_for_pending_copies(monkeypatch):
+    """two_blocks' second block loads its inputs while the first block's copies still wait for
+    their GEMMs (slowed to 10 ms): the loads run at once, before those copies."""
+    original = deferred.blas.run_queued
+
+    def slow_gemm(calls):
+        time.sleep(0.01 * len(calls))
+        original(calls)
+    order = []
+    original_run = deferred.run_instruction
+
+    def run(ins, inputs, outputs, state, strict):
+        order.append(ins.opcode)
+        original_run(ins, inputs, outputs, state, strict)
+    monkeypatch.setattr(deferred.blas, "run_queued", slow_gemm)
+    monkeypatch.setattr(deferred, "run_instruction", run)
+    lhsT, rhs = _inputs(k=256, m=512, n=512)
+    lhsT = np.concatenate([lhsT, lhsT], axis=1)
+    result = nki.simulate(two_blocks)(lhsT, rhs)
+    first_copy = order.index(Opcode.TENSOR_COPY)
+    assert order[:first_copy].count(Opcode.DMA_COPY) == 4  # both blocks' two loads
+    monkeypatch.undo()
+    with trnsim.config.override(eager=True):
+        assert np.array_equal(result, nki.simulate(two_blocks)(lhsT, rhs))
+
+
+def test_an_error_in_a_pending_instruction_is_raised_by_the_kernel_call(monkeypatch):
+    """The first copy out of PSUM fails after the kernel has issued on: the kernel call raises
+    that error, and nothing issued after it runs."""
     original = deferred.run_instruction
     ran = []
 
     def failing(ins, inputs, outputs, state, strict):
-        ran.append(threading.current_thread().name)
+        ran.append(ins.opcode)
         if ins.opcode is Opcode.TENSOR_COPY:
-            raise KernelError("the first segment's copy failed")
+            raise KernelError("the first copy failed")
         original(ins, inputs, outputs, state, strict)
     monkeypatch.setattr(deferred, "run_instruction", failing)
     lhsT, rhs = _inputs()
-    with pytest.raises(KernelError, match="first segment's copy failed"):
+    with pytest.raises(KernelError, match="first copy failed"):
         nki.simulate(blocked_matmul)(lhsT, rhs)
-    assert ran[-1] == "trnsim-segment"
+    assert ran.count(Opcode.TENSOR_COPY) == 1
 
 
 @nki.jit
@@ -366,7 +416,7 @@ def k_outer_pair(lhsT, rhs):
     return _stored(sums)
 
 
-def test_of_errors_in_side_by_side_chains_the_earliest_issued_is_raised(monkeypatch, on_workers):
+def test_of_errors_in_side_by_side_chains_the_earliest_issued_is_raised(monkeypatch):
     """Chain n=0 fails at k=2 and chain n=1 at k=0: n=1's matmul was issued first, although its
     chain is the second one."""
     original = deferred.run_instruction
@@ -381,4 +431,3 @@ def test_of_errors_in_side_by_side_chains_the_earliest_issued_is_raised(monkeypa
     lhsT, rhs = _inputs(k=384, m=128, n=512)
     with pytest.raises(KernelError, match="k=0 n=1"):
         nki.simulate(k_outer_pair)(lhsT, rhs)
-    assert on_workers == []  # the segment raised instead of returning

@@ -23,6 +23,7 @@ import contextvars
 import ctypes
 import functools
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,6 +37,7 @@ class _Library:
     set_threads: Callable
     get_threads: Callable
     sgemm: Callable | None  # cblas_sgemm with argtypes set, or None where it is not exported
+    sgemm_batch: Callable | None  # cblas_sgemm_batch where it is exported and checked (see `_batch`)
     started_threads: int  # the thread count when trnsim first looked: what numpy's a @ b uses
     config: str  # OpenBLAS's own description: version and the CPU kernels it chose
 
@@ -60,7 +62,9 @@ def _openblas() -> _Library | None:
             getter = getattr(library, f"{prefix}_get_num_threads{suffix}", None)
             if setter is not None and getter is not None:
                 sgemm = _sgemm(getattr(library, f"{cblas}_sgemm{suffix}", None), integer)
-                return _Library(setter, getter, sgemm, getter(), _config(library, prefix, suffix))
+                config = _config(library, prefix, suffix)
+                batch = _batch(getattr(library, f"{cblas}_sgemm_batch{suffix}", None), integer, config)
+                return _Library(setter, getter, sgemm, batch, getter(), config)
     return None
 
 
@@ -77,6 +81,18 @@ def describe() -> str:
     reports: OPENBLAS_CORETYPE or CPU detection can change numpy's GEMM speed by 2x."""
     library = _openblas()
     return library.config if library is not None else f"not OpenBLAS ({np.__version__} numpy)"
+
+
+def _batch(function, integer, config: str) -> Callable | None:
+    """cblas_sgemm_batch, where the library exports it and is a version whose batch code was read
+    for this use (0.3.29-0.3.31: with one thread it makes the products one by one, in order, with
+    the routine cblas_sgemm uses for them; see SMALL_MNK for what it must not be given)."""
+    version = re.match(r"OpenBLAS (\d+)\.(\d+)\.(\d+)", config)
+    if function is None or integer is not ctypes.c_int64 or version is None or not (0, 3, 29) <= tuple(map(int, version.groups())) <= (0, 3, 31):
+        return None
+    function.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 13 + [integer, ctypes.c_void_p]
+    function.restype = None
+    return function
 
 
 def _sgemm(function, integer) -> Callable | None:
@@ -117,24 +133,86 @@ def queued(calls: list):
 
 
 def run_queued(calls: list) -> None:
-    """Make the recorded `gemm` calls, in order: the same calls, so the same bits."""
-    for call in calls:
-        _multiply(*call)
+    """Make the recorded `gemm` calls, in order, with the bits separate calls give. Consecutive
+    calls that `_batched` allows go to sgemm_batch in one call: with one thread it makes them one by
+    one, in order, with the level-3 routine cblas_sgemm uses for them (OpenBLAS 0.3.29-0.3.31,
+    interface/gemm.c and interface/gemm_batch.c; tests/core/test_core_blas.py compares), and the
+    worker that calls it needs the GIL once per batch instead of once per GEMM."""
+    library = _openblas()
+    start = 0
+    while start < len(calls):
+        args = _sgemm_args(library, *calls[start])
+        if args is None or not _batched(library, args):
+            _multiply(*calls[start])
+            start += 1
+            continue
+        group = [args]
+        end = start + 1
+        while end < len(calls) and (args := _sgemm_args(library, *calls[end])) is not None \
+                and _batched(library, args):
+            group.append(args)
+            end += 1
+        if len(group) > 1:
+            _run_batch(library, group)
+        else:  # a batch of one costs ~45 us more than cblas_sgemm (measured here)
+            _multiply(*calls[start])
+        start = end
 
 
 def _multiply(stationary: np.ndarray, moving: np.ndarray, out: np.ndarray, add: bool) -> None:
     library = _openblas()
-    rows = [_blas_rows(a) for a in (stationary, moving, out)]
-    if library is None or library.sgemm is None or None in rows or 0 in out.shape or stationary.shape[0] == 0:
+    args = _sgemm_args(library, stationary, moving, out, add)
+    if args is None:
         product = stationary.T @ moving
         if add:
             np.add(out, product, out=out)
         else:
             out[...] = product
-        return
+    else:
+        library.sgemm(_ROW_MAJOR, _TRANSPOSE, _NO_TRANSPOSE, *args[:3], 1.0, args[6], args[3], args[7],
+                      args[4], args[9], args[8], args[5])
+
+
+def _sgemm_args(library: _Library | None, stationary: np.ndarray, moving: np.ndarray, out: np.ndarray,
+                add: bool) -> tuple | None:
+    """(m, n, k, lda, ldb, ldc, a, b, c, beta) of the row-major sgemm out = stationary.T @ moving
+    (+ out), or None where numpy must multiply (no sgemm, an empty product, or a layout BLAS cannot
+    take)."""
+    if library is None or library.sgemm is None or 0 in out.shape or stationary.shape[0] == 0:
+        return None
+    rows = [_blas_rows(a) for a in (stationary, moving, out)]
+    if None in rows:
+        return None
     (k, m), n = stationary.shape, moving.shape[1]
-    library.sgemm(_ROW_MAJOR, _TRANSPOSE, _NO_TRANSPOSE, m, n, k, 1.0, stationary.ctypes.data, rows[0],
-                  moving.ctypes.data, rows[1], 1.0 if add else 0.0, out.ctypes.data, rows[2])
+    return (m, n, k, *rows, stationary.ctypes.data, moving.ctypes.data, out.ctypes.data, 1.0 if add else 0.0)
+
+
+SMALL_MNK = 100 ** 3
+"""OpenBLAS's batch routine sends products of at most this many multiply-adds to its small-matrix
+kernels through a table that DYNAMIC_ARCH builds (numpy's) do not resolve, and crashes
+(interface/gemm_batch.c, checked for 0.3.29-0.3.31): those go to cblas_sgemm instead."""
+
+
+def _batched(library: _Library, args: tuple) -> bool:
+    """Whether this product may go to sgemm_batch: cblas_sgemm takes other routines for products
+    of one row or column (gemv) and for small ones (SMALL_MNK), which the batch must not get."""
+    m, n, k = args[:3]
+    return library.sgemm_batch is not None and m > 1 and n > 1 and m * n * k > SMALL_MNK
+
+
+def _run_batch(library: _Library, group: list[tuple]) -> None:
+    """One sgemm_batch call over `group` (each product its own group of one)."""
+    count = len(group)
+    fields = np.array([args[:9] for args in group], np.int64).T.copy()  # m, n, k, lda, ldb, ldc, a, b, c
+    betas = np.array([args[9] for args in group], np.float32)
+    alphas = np.ones(count, np.float32)
+    transposes = np.array([_TRANSPOSE, _NO_TRANSPOSE], np.int32).repeat(count)
+    sizes = np.ones(count, np.int64)
+    pointers = [row.ctypes.data for row in fields]
+    library.sgemm_batch(_ROW_MAJOR, transposes.ctypes.data, transposes[count:].ctypes.data,
+                        pointers[0], pointers[1], pointers[2], alphas.ctypes.data, pointers[6], pointers[3],
+                        pointers[7], pointers[4], betas.ctypes.data, pointers[8], pointers[5], count,
+                        sizes.ctypes.data)
 
 
 def _blas_rows(array: np.ndarray) -> int | None:

@@ -1,310 +1,334 @@
-"""Deferred execution: instructions wait in a queue so that independent matmul chains run in parallel.
+"""Deferred execution: a kernel's matmul GEMMs run on worker threads while the kernel issues on.
 
 Why: an nc_matmul is a 128 x 128 x 512 GEMM, and most of a matmul kernel's time is these GEMMs.
-One BLAS thread per instruction (nki/jit.py runs kernels so) uses one core; the usual NKI blocked
-matmul issues, for each output tile of a block, a K loop of matmuls into its own PSUM tile, and
-those chains are independent of each other. When the queue runs, each matmul of such a chain
-goes through the same `execute.run` call as in eager execution, on the kernel's thread and in
-issue order (PSUM flags, shadows, errors), except that its sgemm is only recorded
-(`blas.queued`); a chain's recorded GEMMs then run in order on a worker thread (ctypes lets go
-of the GIL during sgemm), the chains side by side.
+Kernels run with one BLAS thread (nki/jit.py), so one GEMM uses one core; a blocked matmul issues,
+for each output tile, a K loop of matmuls into its own PSUM tile, and those chains are independent.
+Here every instruction is executed by the kernel's thread in issue order (its checks, PSUM flags,
+fp32 shadows and errors are those of eager execution), except that a matmul's GEMM is only recorded
+(`blas.queued`) and handed to a worker (a `_Lane`), which makes it while the kernel goes on issuing.
+ctypes lets go of the GIL during sgemm, so the workers use the other cores; the kernel's thread is
+the only one that runs Python.
 
-Why the values are bitwise those of eager execution: each matmul is the same sgemm call, with
-the same operands, shapes and strides, on one BLAS thread, in the same order within its PSUM
-tile; only which thread makes the call changes. (BLAS sums one K tile in an order that depends on
-the GEMM's shape, its thread count and where an element falls in the kernel's register blocks,
-so one GEMM over a whole grid of tiles, as this module used to run, or a multi-threaded GEMM,
-differs in the last fp32 bits: in 2% to 44% of the elements on the project machine's OpenBLAS,
-docs/emulator-speed.md.) So eager, deferred, strict and LNC=2 runs of a kernel give the same bits.
+Why the values are bitwise those of eager execution: each GEMM is the same one-thread sgemm call,
+with the same operands, shapes and strides, and the GEMMs writing one PSUM tile run in issue order
+on one lane; only which thread makes the call changes. (BLAS sums one K tile in an order that
+depends on the GEMM's shape and thread count, so batching matmuls into larger GEMMs, or giving one
+GEMM several threads, would change the last fp32 bits: docs/emulator-speed.md.) So eager,
+deferred, strict and LNC=2 runs of a kernel give the same bits.
 
-The rules that make reordering safe:
-* The queue holds one segment. It starts at a matmul; every later instruction joins it, except a
-  matmul that reads a buffer a queued non-matmul writes, or writes a buffer a queued non-matmul
-  reads or writes: the segment runs first. So running a segment's matmuls before its other
-  instructions (which keep their order) gives the values that issue order gives. Matmuls read
-  SBUF and write PSUM only, so the chains of different PSUM tiles never touch each other's data,
-  and another instruction needs only the chains whose PSUM it reads, or whose operands or PSUM it
-  writes, to be done (it runs while later chains still multiply).
-* Only chains whose GEMMs may wait run on workers: one 2-D fp32 PSUM region, so after its first
-  matmul every step is a plain sgemm adding into it and nothing reads values a recorded GEMM has
-  not made yet (see `_runs_alone`).
+The rules that keep issue order's values:
+* A GEMM writes one PSUM tile and reads two operands: the fp32 shadows of bf16/fp8 tiles (a write
+  to the tile drops its shadow, so nothing later changes what the GEMM reads) or, for fp32 tiles,
+  the tile itself. The queue remembers, per buffer, the last GEMM writing it and the last GEMM on
+  each lane reading it in place.
+* Another instruction runs when every GEMM it depends on is done: those writing a buffer it reads,
+  and those reading or writing a buffer it writes. Until then it waits in `pending`, and so does
+  every instruction issued after it (they run in issue order). The kernel's thread runs what is
+  ready each time it issues, and waits only at a flush.
+* A matmul may run before pending instructions only if it reads no buffer they write and writes
+  none they read or write (else they run first). It then changes nothing they look at: its GEMM
+  writes PSUM, and its bookkeeping (flags, shadows) touches only its own operands.
+* Matmuls that do not reduce to a GEMM adding into a 2-D fp32 PSUM region (transposes, other
+  dtypes) run like any other instruction, after everything pending.
 * Anything that looks at values outside execution runs the queue first (`flush`): reading a
   tile's values (`View.array` of a buffer the core made), the engine state (registers, RNG),
   instructions whose values the front end moves itself, a failing check, and the kernel's end.
-* Queued operands point at `Buffer.clone()`s, so a tile the kernel drops is freed exactly when it
+* Pending instructions hold `Buffer.clone()`s, so a tile the kernel drops is freed exactly when it
   would be without the queue: allocation, addresses and the trace never depend on deferral.
-* A segment also ends, at the next chain boundary, once it holds SEGMENT_MATMULS matmuls: queued
-  operands keep their tiles' values alive, and a bounded segment lets the array pool
-  (core/pool.py) reuse that memory.
-* A segment ended by a conflict or its size is handed off: it runs on its own thread while the
-  kernel issues the next one (checks, trace and queueing are Python; the GEMMs are not), so the
-  workers are not idle while the kernel's loop runs. Segments still run one at a time, in issue
-  order: a hand-off or flush waits for the running one first, and raises its error.
+* At most AHEAD GEMMs wait for a worker; beyond that the kernel's thread waits, so the tiles held
+  by queued GEMMs stay bounded.
 
 Strict mode and `config.override(eager=True)` execute every instruction when it is issued.
 """
 
 from __future__ import annotations
 
-import contextvars
+import collections
 import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from trnsim.core import blas
-from trnsim.core.execute import F32
+from trnsim.core.execute import F32, accum_mask
 from trnsim.core.execute import run as run_instruction
 from trnsim.core.execute_data import settled_gemm
-from trnsim.core.isa import Opcode
+from trnsim.core.isa import Memory, Opcode
 from trnsim.core.memory import View
 from trnsim.core.trace import Instruction
 
-SEGMENT_MATMULS = 512
-"""A segment holding this many matmuls runs at the next chain boundary (a matmul after a
-non-matmul). 512 matmuls of 128 x 128 x 512 are ~8 GFLOP: enough chains to keep every worker
-busy, memory stays bounded (measured with one GEMM per grid, on the 2-core project machine with
-bench/emulator.py's kernel: ratio 1.60-1.65 at 512 against 1.72 at 256; 1024 was no better)."""
+AHEAD = 512
+"""GEMMs that may wait for a worker before the kernel's thread waits for them. 512 matmuls of
+128 x 128 x 512 hold ~130 MB of operands and sums at most; fewer left workers idle on the
+2-core project machine (docs/emulator-speed.md)."""
+
+
+BATCH = 32
+"""Most GEMMs a worker makes in one BLAS call (it takes what is waiting): few enough that an
+instruction waiting for one of them does not wait long."""
+
+
+class _Lane:
+    """A worker thread that makes the GEMMs it is handed, in order. After a failure it makes no more
+    GEMMs but still counts them done, so nothing waits forever (the error is in `errors`)."""
+
+    def __init__(self, errors: list):
+        self.errors = errors
+        self.gemms: queue.SimpleQueue = queue.SimpleQueue()
+        self.posted = 0  # counted by the kernel's thread
+        self.done = 0  # counted by the worker
+        self.finished = threading.Condition(threading.Lock())
+        self.thread = threading.Thread(target=self._main, name="trnsim-gemm", daemon=True)
+        self.thread.start()
+
+    def post(self, gemm: tuple, order: int) -> int:
+        """Queue one GEMM; its ticket: the lane has made it once `done` reaches the ticket."""
+        self.posted += 1
+        self.gemms.put((gemm, order))
+        return self.posted
+
+    def wait(self, ticket: int) -> None:
+        if self.done < ticket:
+            with self.finished:
+                self.finished.wait_for(lambda: self.done >= ticket)
+
+    def stop(self) -> None:
+        self.gemms.put(None)
+        self.thread.join()
+
+    def _main(self) -> None:
+        while (item := self.gemms.get()) is not None:
+            batch = [item]
+            while len(batch) < BATCH and not self.gemms.empty():  # what waits goes in one BLAS call
+                if (item := self.gemms.get()) is None:
+                    self.gemms.put(None)
+                    break
+                batch.append(item)
+            if not self.errors:
+                try:
+                    blas.run_queued([gemm for gemm, _order in batch])
+                except BaseException:  # noqa: BLE001 - raised on the kernel's thread
+                    self._find_failure(batch)
+            with self.finished:
+                self.done += len(batch)
+                self.finished.notify_all()
+
+
+    def _find_failure(self, batch: list) -> None:
+        """Make a failed batch's GEMMs one at a time to learn which one failed: its issue order
+        decides whether its error or an instruction's is raised. (A GEMM fails only by a trnsim
+        bug; the values no longer matter once one has.)"""
+        for gemm, order in batch:
+            try:
+                blas.run_queued([gemm])
+            except BaseException as error:  # noqa: BLE001 - raised on the kernel's thread
+                self.errors.append((order, error))
+                return
+
+
+Needs = tuple[tuple[_Lane, int], ...]
+"""GEMMs an instruction waits for: (lane, ticket) pairs."""
 
 
 @dataclass(slots=True)
-class Queued:
+class Pending:
+    order: int  # issue order, to rank its error against a GEMM's
     ins: Instruction
     inputs: tuple[View, ...]
     outputs: tuple[View, ...]
+    needs: Needs
 
 
 class DeferredQueue:
-    """One core's queued instructions (one segment) and the buffers its non-matmuls touch."""
+    """One core's deferred work: GEMMs on lanes, and the instructions waiting for them."""
 
     def __init__(self, state):
         self.state = state
-        self.entries: list[Queued] = []
-        self.clones: dict[int, object] = {}  # buffer id -> the clone queued operands use
-        self.written: set[int] = set()  # buffers queued non-matmuls write
-        self.touched: set[int] = set()  # ... or read
-        self.matmuls = 0  # queued matmuls
-        self.running: Segment | None = None  # the previous segment, running on its own thread
+        self.lanes: list[_Lane] = []
+        self.errors: list[tuple[int, BaseException]] = []  # GEMM failures: (issue order, error)
+        self.pending: collections.deque[Pending] = collections.deque()
+        self.pending_writes: collections.Counter = collections.Counter()  # buffer id -> pending writers
+        self.pending_touches: collections.Counter = collections.Counter()  # ... readers or writers
+        self.gemm_writes: dict[int, tuple[_Lane, int]] = {}  # buffer id -> the last GEMM writing it
+        self.gemm_reads: dict[int, dict[_Lane, int]] = {}  # buffer id -> per lane, the last reading it
+        self.settled: dict[int, tuple] = {}  # PSUM buffer id -> region whose flags are all set
+        self.issued = 0
+        self.here = False  # the kernel's thread is executing an instruction whose needs are met
 
     def __bool__(self) -> bool:
-        """Whether any instruction has not run yet (queued, or in the segment still running)."""
-        return bool(self.entries) or self.running is not None
+        """Whether a buffer's values may not be current yet (instructions or GEMMs not run)."""
+        return not self.here and (bool(self.pending) or any(lane.done < lane.posted for lane in self.lanes))
 
     def add(self, ins: Instruction, inputs: tuple[View, ...], outputs: tuple[View, ...]) -> None:
-        """Queue an instruction, or run it now when it cannot pay off (no matmul queued yet)."""
-        is_matmul = ins.opcode is Opcode.MATMUL
-        if not self.entries and not is_matmul:
-            self.wait()
-            run_instruction(ins, inputs, outputs, self.state, False)
+        """Execute an instruction now, hand its GEMM to a worker, or let it wait for GEMMs."""
+        self.issued += 1
+        self._run_ready()
+        if ins.opcode is Opcode.MATMUL:
+            self._matmul(ins, inputs, outputs)
             return
-        if is_matmul:
-            conflict = (any(v.storage.id in self.written for v in inputs)
-                        or any(v.storage.id in self.touched for v in outputs))
-            full = self.matmuls >= SEGMENT_MATMULS and self.entries[-1].ins.opcode is not Opcode.MATMUL
-            if conflict or full:
-                self.hand_off()
-            self.matmuls += 1
-        else:
-            for view in outputs:
-                self.written.add(view.storage.id)
-                self.touched.add(view.storage.id)
-            for view in inputs:
-                self.touched.add(view.storage.id)
-        self.entries.append(Queued(ins, self._detach(inputs), self._detach(outputs)))
-
-    def _detach(self, views: tuple[View, ...]) -> tuple[View, ...]:
-        clones = self.clones
-        detached = []
-        for view in views:
-            clone = clones.get(view.storage.id)
-            if clone is None:
-                clone = clones[view.storage.id] = view.storage.clone()
-            detached.append(view.on(clone))
-        return tuple(detached)
+        for view in inputs + outputs:
+            self.settled.pop(view.storage.id, None)  # it clears or reads PSUM accumulation flags
+        needs = self._needs(inputs, outputs)
+        if _met(needs) and not self.pending:
+            self._run_here(ins, inputs, outputs)
+            return
+        if _met(needs) and _moves_bits(ins, inputs, outputs) and not self._conflicts(inputs, outputs):
+            try:  # a load into a fresh tile need not wait for the copies out of PSUM
+                self._run_here(ins, inputs, outputs)
+            except BaseException:
+                self._run_pending()  # an instruction issued earlier fails first, as in issue order
+                raise
+            return
+        for view in outputs:
+            self.pending_writes[view.storage.id] += 1
+        for view in inputs + outputs:
+            self.pending_touches[view.storage.id] += 1
+        self.pending.append(Pending(self.issued, ins, _detach(inputs), _detach(outputs), needs))
 
     def flush(self) -> None:
-        """Run every instruction not run yet, here and now (raising the first execution error)."""
-        self.wait()
-        if self.entries:
-            self._run(self._take())
-
-    def hand_off(self) -> None:
-        """Start the queued segment on its own thread and open a new one, so the kernel issues the
-        next segment (its checks and trace, in Python) while this one's GEMMs run. Segments still
-        run one after another, in issue order: the next starts only once this one is done."""
-        self.wait()
-        self.running = Segment(self._take(), self._run)
-
-    def wait(self) -> None:
-        """Wait for the running segment; its execution error, if any, is raised here."""
-        running, self.running = self.running, None
-        if running is None:
-            return
+        """Run everything not run yet, here and now (raising the first execution error)."""
         try:
-            running.join()
-        except BaseException:
-            self._take()  # what the kernel issued after the failure never runs, as in issue order
-            raise
-
-    def _take(self) -> list[Queued]:
-        entries = self.entries
-        self.entries, self.clones, self.written, self.touched = [], {}, set(), set()
-        self.matmuls = 0
-        return entries
-
-    def _run(self, entries: list[Queued]) -> None:
-        """Run a segment: its independent matmul chains (GEMMs on workers), and the rest in issue
-        order, each of those once the chains it depends on are done (`_Chains.wait_for`: so the
-        copies out of PSUM run while later chains still multiply)."""
-        chains = _Chains.start(entries, self.state)
-        try:
-            for entry in entries:
-                if chains is not None:
-                    if chains.owns(entry):
-                        continue
-                    chains.wait_for(entry)
-                run_instruction(entry.ins, entry.inputs, entry.outputs, self.state, False)
-        except BaseException:  # the kernel's error, not a worker's (a GEMM fails only by a trnsim bug)
-            if chains is not None:
-                chains.workers.shutdown()
-            raise
-        if chains is not None:
-            chains.finish()
-
-
-class _Chains:
-    """A segment's matmul chains that may run alone, their GEMMs running on worker threads.
-
-    Each matmul's bookkeeping runs here, in issue order, its GEMM recorded (`blas.queued`) and
-    handed at once to the worker that owns its chain (chains are dealt round-robin to the workers,
-    each of which makes its GEMMs in the order it gets them, so a chain's GEMMs keep issue order).
-    After a chain's last GEMM its worker is handed the chain's `done` event."""
-
-    def __init__(self, alone: list[list[Queued]], entries: list[Queued], state):
-        lanes = [queue.SimpleQueue() for _ in range(min(len(alone), blas.started_threads()))]
-        self.lane_of = {id(entry): lanes[number % len(lanes)]
-                        for number, chain in enumerate(alone) for entry in chain}
-        done = [threading.Event() for _ in alone]
-        ending = {id(chain[-1]): event for chain, event in zip(alone, done, strict=True)}
-        # What an instruction must wait for: a read, the chain writing that PSUM tile; a write, also
-        # every chain reading the buffer (an fp32 operand's GEMM reads the tile itself, not a copy).
-        self.before_read: dict[int, list[threading.Event]] = {}
-        self.before_write: dict[int, list[threading.Event]] = {}
-        for chain, event in zip(alone, done, strict=True):
-            self.before_read[chain[0].outputs[0].storage.id] = [event]
-            for storage in {view.storage.id for entry in chain for view in entry.inputs + entry.outputs}:
-                self.before_write.setdefault(storage, []).append(event)
-        firsts = {id(chain[0]) for chain in alone}
-        self.errors: list[BaseException] = []
-        self.workers = ThreadPoolExecutor(len(lanes))
-        for lane in lanes:
-            self.workers.submit(_make_gemms, lane, self.errors)  # it records its errors in `errors`
-        try:
-            for entry in entries:
-                lane = self.lane_of.get(id(entry))
-                if lane is None:
-                    continue
-                if id(entry) not in firsts:  # its region is settled by the chain's first matmul
-                    lane.put(settled_gemm(entry.ins, entry.inputs, entry.outputs, state))
-                else:
-                    gemms: list = []
-                    with blas.queued(gemms):
-                        run_instruction(entry.ins, entry.inputs, entry.outputs, state, False)
-                    for gemm in gemms:
-                        lane.put(gemm)
-                if id(entry) in ending:
-                    lane.put(ending[id(entry)])
-        except BaseException:  # a matmul's bookkeeping failed: the workers end at the None below
-            self.workers.shutdown(wait=False)
-            raise
+            self._run_pending()
+            for lane in self.lanes:
+                lane.wait(lane.posted)
         finally:
-            for lane in lanes:
-                lane.put(None)
-
-    @classmethod
-    def start(cls, entries: list[Queued], state) -> _Chains | None:
-        """Start the segment's chains that may run alone; None when fewer than two do."""
-        chains: dict[int, list[Queued]] = {}
-        for entry in entries:
-            if entry.ins.opcode is Opcode.MATMUL:
-                chains.setdefault(entry.outputs[0].storage.id, []).append(entry)
-        alone = [chain for chain in chains.values() if _runs_alone(chain)]
-        return cls(alone, entries, state) if len(alone) >= 2 else None
-
-    def owns(self, entry: Queued) -> bool:
-        return id(entry) in self.lane_of
-
-    def wait_for(self, entry: Queued) -> None:
-        """Wait until every chain `entry` depends on is done: those writing the PSUM tiles it reads,
-        and those reading or writing the buffers it writes."""
-        for waits, views in ((self.before_read, entry.inputs), (self.before_write, entry.outputs)):
-            for view in views:
-                for done in waits.get(view.storage.id, ()):
-                    done.wait()
-                    if self.errors:
-                        raise self.errors[0]
-
-    def finish(self) -> None:
-        """Wait for the workers; raise the first GEMM's error."""
-        self.workers.shutdown()
+            for lane in self.lanes:
+                lane.stop()
+            self.lanes = []
+            self.gemm_writes, self.gemm_reads, self.settled = {}, {}, {}
+            self.pending_writes.clear()
+            self.pending_touches.clear()
         if self.errors:
-            raise self.errors[0]
+            _order, error = self.errors[0]
+            self.errors = []
+            raise error
 
-
-class Segment:
-    """A segment running on its own thread, in a copy of the kernel's context (config, runtime).
-
-    Context variables the segment sets (the stochastic-rounding stream, created on first use) are
-    set in the kernel's context when it is joined, as executing there would have."""
-
-    def __init__(self, entries: list[Queued], run):
-        self.error: BaseException | None = None
-        self.context = contextvars.copy_context()
-        self.before = dict(self.context.items())
-        self.thread = threading.Thread(target=self._main, args=(run, entries), name="trnsim-segment",
-                                       daemon=True)
-        self.thread.start()
-
-    def _main(self, run, entries: list[Queued]) -> None:
-        try:
-            self.context.run(run, entries)
-        except BaseException as error:  # noqa: BLE001 - raised on the kernel's thread by join()
-            self.error = error
-
-    def join(self) -> None:
-        self.thread.join()
-        for variable, value in self.context.items():
-            if self.before.get(variable, _UNSET) is not value:
-                variable.set(value)
-        if self.error is not None:
-            raise self.error
-
-
-_UNSET = object()
-
-
-def _make_gemms(lane: queue.SimpleQueue, errors: list) -> None:
-    """A worker: make the recorded GEMMs it is handed, in order, and set the chain events it is
-    handed, until it is handed None. After a failure it makes no more GEMMs but still sets the
-    events, so that nothing waits forever (the waiter finds the error in `errors`)."""
-    while (item := lane.get()) is not None:
-        if isinstance(item, threading.Event):
-            item.set()
-        elif not errors:
+    def _matmul(self, ins: Instruction, inputs: tuple[View, ...], outputs: tuple[View, ...]) -> None:
+        out = outputs[0]
+        if not _is_gemm(ins, out):
+            self.settled.pop(out.storage.id, None)
+            self._run_pending()
+            self._wait(self._needs(inputs, outputs))
+            self._run_here(ins, inputs, outputs)
+            return
+        if self._conflicts(inputs, outputs):
+            self._run_pending()
+        buffer = out.storage.id
+        region = (out.offset, out.shape, out.strides)
+        writer = self.gemm_writes.get(buffer)
+        if self.settled.get(buffer) == region:  # a chain's later step: no flag scans
+            self.here = True
             try:
-                blas.run_queued([item])
-            except BaseException as error:  # noqa: BLE001 - raised on the segment's thread
-                errors.append(error)
+                gemms = [settled_gemm(ins, inputs, outputs, self.state)]
+            finally:
+                self.here = False
+        else:
+            if writer is not None and _partly_accumulating(out):  # it will add to some of the sums
+                writer[0].wait(writer[1])
+            gemms = []
+            with blas.queued(gemms):
+                self._run_here(ins, inputs, outputs)
+            self.settled[buffer] = region
+        lane = writer[0] if writer is not None and writer[0].done < writer[1] else self._idlest_lane()
+        for gemm in gemms:
+            ticket = lane.post(gemm, self.issued)
+            self.gemm_writes[buffer] = (lane, ticket)
+            for view in inputs:
+                if view.element.numpy == F32:  # read in place, not from a shadow
+                    self.gemm_reads.setdefault(view.storage.id, {})[lane] = ticket
+        self._hold_back()
+
+    def _conflicts(self, inputs: tuple[View, ...], outputs: tuple[View, ...]) -> bool:
+        """Whether running now, before what is pending, could change what they read or write."""
+        return (any(self.pending_writes[view.storage.id] for view in inputs)
+                or any(self.pending_touches[view.storage.id] for view in outputs))
+
+    def _run_here(self, ins: Instruction, inputs: tuple[View, ...], outputs: tuple[View, ...]) -> None:
+        self.here = True
+        try:
+            run_instruction(ins, inputs, outputs, self.state, False)
+        finally:
+            self.here = False
+
+    def _needs(self, inputs: tuple[View, ...], outputs: tuple[View, ...]) -> Needs:
+        needs = [self.gemm_writes[view.storage.id] for view in inputs + outputs
+                 if view.storage.id in self.gemm_writes]
+        for view in outputs:
+            needs.extend(self.gemm_reads.get(view.storage.id, {}).items())
+        return tuple(need for need in needs if need[0].done < need[1])
+
+    def _wait(self, needs: Needs) -> None:
+        for lane, ticket in needs:
+            lane.wait(ticket)
+
+    def _run_ready(self) -> None:
+        """Run the pending instructions whose GEMMs are done, in issue order."""
+        while self.pending and _met(self.pending[0].needs):
+            self._run_first()
+
+    def _run_pending(self) -> None:
+        """Run every pending instruction, in issue order, waiting for the GEMMs each needs."""
+        while self.pending:
+            self._wait(self.pending[0].needs)
+            self._run_first()
+
+    def _run_first(self) -> None:
+        entry = self.pending.popleft()
+        for view in entry.outputs:
+            self.pending_writes[view.storage.id] -= 1
+        for view in entry.inputs + entry.outputs:
+            self.pending_touches[view.storage.id] -= 1
+        try:
+            failed = [error for order, error in self.errors if order < entry.order]
+            if failed:  # a GEMM issued before this instruction failed: its error comes first
+                raise failed[0]
+            run_instruction(entry.ins, entry.inputs, entry.outputs, self.state, False)
+        except BaseException:
+            self.pending.clear()  # what the kernel issued after the failure never runs
+            self.pending_writes.clear()
+            self.pending_touches.clear()
+            raise
+
+    def _idlest_lane(self) -> _Lane:
+        """The lane with the fewest GEMMs to make (lanes start on first use: as many as BLAS had
+        threads when trnsim started, `blas.started_threads()`)."""
+        if not self.lanes:
+            self.lanes = [_Lane(self.errors) for _ in range(blas.started_threads())]
+        return min(self.lanes, key=lambda lane: lane.posted - lane.done)
+
+    def _hold_back(self) -> None:
+        """Wait while more than AHEAD GEMMs wait for a worker."""
+        waiting = sum(lane.posted - lane.done for lane in self.lanes)
+        if waiting > AHEAD:
+            busiest = max(self.lanes, key=lambda lane: lane.posted - lane.done)
+            busiest.wait(busiest.done + waiting - AHEAD)
 
 
-def _runs_alone(chain: list[Queued]) -> bool:
-    """A chain whose matmuls after the first are all plain GEMMs adding into one 2-D fp32 PSUM
-    region (so no later step reads values a queued GEMM has not made yet), which draw nothing and
-    warn about nothing: no cast to draw stochastic-rounding bits, no `accumulate=True` on the first
-    (onto never-written PSUM it warns; on a later one it adds onto the region the first wrote, as
-    continuing the group does), no transpose mode."""
-    out = chain[0].outputs[0]
-    key = (out.offset, out.shape, out.strides)
-    return len(out.shape) == 2 and out.element.numpy == F32 and chain[0].ins.param("accumulate") is not True \
-        and all((e.outputs[0].offset, e.outputs[0].shape, e.outputs[0].strides) == key
-                and e.outputs[0].element is out.element and not e.ins.param("is_transpose") for e in chain)
+def _met(needs: Needs) -> bool:
+    return all(lane.done >= ticket for lane, ticket in needs)
+
+
+def _detach(views: tuple[View, ...]) -> tuple[View, ...]:
+    return tuple(view.on(view.storage.clone()) for view in views)
+
+
+def _moves_bits(ins: Instruction, inputs: tuple[View, ...], outputs: tuple[View, ...]) -> bool:
+    """A DMA that copies stored bits unchanged (one dtype, no gather, scatter or reduction): it
+    draws no random bits, so it may run before pending instructions it does not touch."""
+    return (ins.opcode is Opcode.DMA_COPY and not ins.param("indirect") and not ins.param("reduce_op")
+            and all(view.element == outputs[0].element for view in inputs))
+
+
+def _is_gemm(ins: Instruction, out: View) -> bool:
+    """A matmul that executes as one sgemm writing or adding into a 2-D fp32 PSUM region, drawing
+    no random bits (every other matmul runs after what is pending, as issued)."""
+    return (len(out.shape) == 2 and out.element.numpy == F32 and out.storage.dtype is out.element
+            and out.storage.memory is Memory.PSUM and not ins.param("is_transpose"))
+
+
+def _partly_accumulating(out: View) -> bool:
+    """Whether some but not all of the region belongs to an open accumulation group: then the
+    matmul adds to those sums in numpy (`accumulate_matmul`), reading what earlier GEMMs wrote."""
+    if out.storage.accum is None:
+        return False
+    flags = accum_mask(out)
+    return bool(flags.any()) and not bool(flags.all())
