@@ -146,8 +146,8 @@ class DeferredQueue:
         self.lanes: list[_Lane] = []
         self.errors: list[tuple[int, BaseException]] = []  # GEMM failures: (issue order, error)
         self.pending: collections.deque[Pending] = collections.deque()
-        self.pending_writes: collections.Counter = collections.Counter()  # buffer id -> pending writers
-        self.pending_touches: collections.Counter = collections.Counter()  # ... readers or writers
+        self.pending_writes: dict[int, int] = {}  # buffer id -> how many pending instructions write it
+        self.pending_touches: dict[int, int] = {}  # ... read or write it
         self.gemm_writes: dict[int, tuple[_Lane, int]] = {}  # buffer id -> the last GEMM writing it
         self.gemm_reads: dict[int, dict[_Lane, int]] = {}  # buffer id -> per lane, the last reading it
         self.settled: dict[int, tuple] = {}  # PSUM buffer id -> region whose flags are all set
@@ -178,10 +178,8 @@ class DeferredQueue:
                 self._run_pending()  # an instruction issued earlier fails first, as in issue order
                 raise
             return
-        for view in outputs:
-            self.pending_writes[view.storage.id] += 1
-        for view in inputs + outputs:
-            self.pending_touches[view.storage.id] += 1
+        _count(self.pending_writes, outputs, 1)
+        _count(self.pending_touches, inputs + outputs, 1)
         self.pending.append(Pending(self.issued, ins, _detach(inputs), _detach(outputs), needs))
 
     def flush(self) -> None:
@@ -239,8 +237,11 @@ class DeferredQueue:
 
     def _conflicts(self, inputs: tuple[View, ...], outputs: tuple[View, ...]) -> bool:
         """Whether running now, before what is pending, could change what they read or write."""
-        return (any(self.pending_writes[view.storage.id] for view in inputs)
-                or any(self.pending_touches[view.storage.id] for view in outputs))
+        if not self.pending:
+            return False
+        writes, touches = self.pending_writes, self.pending_touches
+        return (any(writes.get(view.storage.id) for view in inputs)
+                or any(touches.get(view.storage.id) for view in outputs))
 
     def _run_here(self, ins: Instruction, inputs: tuple[View, ...], outputs: tuple[View, ...]) -> None:
         self.here = True
@@ -273,10 +274,8 @@ class DeferredQueue:
 
     def _run_first(self) -> None:
         entry = self.pending.popleft()
-        for view in entry.outputs:
-            self.pending_writes[view.storage.id] -= 1
-        for view in entry.inputs + entry.outputs:
-            self.pending_touches[view.storage.id] -= 1
+        _count(self.pending_writes, entry.outputs, -1)
+        _count(self.pending_touches, entry.inputs + entry.outputs, -1)
         try:
             failed = [error for order, error in self.errors if order < entry.order]
             if failed:  # a GEMM issued before this instruction failed: its error comes first
@@ -301,6 +300,11 @@ class DeferredQueue:
         if waiting > AHEAD:
             busiest = max(self.lanes, key=lambda lane: lane.posted - lane.done)
             busiest.wait(busiest.done + waiting - AHEAD)
+
+
+def _count(counts: dict[int, int], views: tuple[View, ...], step: int) -> None:
+    for view in views:
+        counts[view.storage.id] = counts.get(view.storage.id, 0) + step
 
 
 def _met(needs: Needs) -> bool:

@@ -117,9 +117,17 @@ def f32_reused(view: View) -> np.ndarray:
         values = buffer.values()
         buffer.shadow = current_runtime().pool.empty(values.size, F32)
         np.copyto(buffer.shadow, values, casting="unsafe")
-    size = F32(0).itemsize
-    strides = tuple(s * size for s in view.strides)
-    return np.ndarray(view.shape, F32, buffer.shadow, view.offset * size, strides)
+    shared = buffer._shared
+    key = (view.offset, view.shape, view.strides)
+    window = shared.windows.get(key)
+    if window is None:  # a K loop reads each window of a block many times
+        strides = tuple(s * _F32_BYTES for s in view.strides)
+        window = shared.windows[key] = np.ndarray(view.shape, F32, shared.shadow, view.offset * _F32_BYTES,
+                                                   strides)
+    return window
+
+
+_F32_BYTES = np.dtype(F32).itemsize
 
 
 def saturated(values, dtype: np.dtype) -> np.ndarray:

@@ -88,7 +88,10 @@ class Buffer:
         self.data = data
         self.written = written
         # PSUM only: which elements belong to an open matmul accumulation group.
-        self.accum = np.zeros(len(data), np.bool_) if memory is Memory.PSUM and data is not None else None
+        self.accum = None
+        if memory is Memory.PSUM and data is not None:
+            self.accum = current_runtime().pool.empty(len(data), np.bool_)
+            self.accum.fill(False)
 
     @property
     def shadow(self) -> np.ndarray | None:
@@ -98,6 +101,7 @@ class Buffer:
     @shadow.setter
     def shadow(self, values: np.ndarray | None) -> None:
         self._shared.shadow = values
+        self._shared.windows = {}
 
     def values(self) -> np.ndarray | None:
         """The stored values (flat), given the uninitialised fill first if it is still owed.
@@ -143,12 +147,14 @@ _NO_LAUNCH = LaunchState()
 
 class _Shared:
     """What a buffer shares with its clones, so a write through one is seen by all: the fp32
-    shadow (dropped on every write) and whether the uninitialised fill is still owed."""
+    shadow and its windows that matmuls read (dropped on every write), and whether the
+    uninitialised fill is still owed."""
 
-    __slots__ = ("shadow", "unfilled")
+    __slots__ = ("shadow", "windows", "unfilled")
 
     def __init__(self):
         self.shadow = None
+        self.windows = {}  # (offset, shape, strides) -> that window of the shadow
         self.unfilled = False
 
 
@@ -585,7 +591,8 @@ class MemorySystem:
             data = current_runtime().pool.empty(count, dtype.numpy)  # filled on first use: Buffer.values
         written = None
         if self.track_writes or memory is Memory.PSUM:
-            written = np.full(count, values is not None, np.bool_)
+            written = current_runtime().pool.empty(count, np.bool_)
+            written.fill(values is not None)
         return data, written
 
 
