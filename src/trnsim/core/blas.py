@@ -88,7 +88,8 @@ def _batch(function, integer, config: str) -> Callable | None:
     for this use (0.3.29-0.3.31: with one thread it makes the products one by one, in order, with
     the routine cblas_sgemm uses for them; see SMALL_MNK for what it must not be given)."""
     version = re.match(r"OpenBLAS (\d+)\.(\d+)\.(\d+)", config)
-    if function is None or integer is not ctypes.c_int64 or version is None or not (0, 3, 29) <= tuple(map(int, version.groups())) <= (0, 3, 31):
+    checked = version is not None and (0, 3, 29) <= tuple(map(int, version.groups())) <= (0, 3, 31)
+    if function is None or integer is not ctypes.c_int64 or not checked:
         return None
     function.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 13 + [integer, ctypes.c_void_p]
     function.restype = None

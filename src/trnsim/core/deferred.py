@@ -9,12 +9,13 @@ fp32 shadows and errors are those of eager execution), except that a matmul's GE
 ctypes lets go of the GIL during sgemm, so the workers use the other cores; the kernel's thread is
 the only one that runs Python.
 
-Why the values are bitwise those of eager execution: each GEMM is the same one-thread sgemm call,
-with the same operands, shapes and strides, and the GEMMs writing one PSUM tile run in issue order
-on one lane; only which thread makes the call changes. (BLAS sums one K tile in an order that
-depends on the GEMM's shape and thread count, so batching matmuls into larger GEMMs, or giving one
-GEMM several threads, would change the last fp32 bits: docs/emulator-speed.md.) So eager,
-deferred, strict and LNC=2 runs of a kernel give the same bits.
+Why the values are bitwise those of eager execution: each GEMM is the same one-thread sgemm
+product, with the same operands, shapes and strides (a worker makes what waits for it in one
+`blas.run_queued` call, which gives the bits of one call each), and the GEMMs writing one PSUM
+tile run in issue order on one lane; only which thread makes them changes. (BLAS sums one K tile
+in an order that depends on the GEMM's shape and thread count, so merging matmuls into larger
+GEMMs, or giving one GEMM several threads, would change the last fp32 bits:
+docs/emulator-speed.md.) So eager, deferred, strict and LNC=2 runs of a kernel give the same bits.
 
 The rules that keep issue order's values:
 * A GEMM writes one PSUM tile and reads two operands: the fp32 shadows of bf16/fp8 tiles (a write
@@ -23,8 +24,10 @@ The rules that keep issue order's values:
   each lane reading it in place.
 * Another instruction runs when every GEMM it depends on is done: those writing a buffer it reads,
   and those reading or writing a buffer it writes. Until then it waits in `pending`, and so does
-  every instruction issued after it (they run in issue order). The kernel's thread runs what is
-  ready each time it issues, and waits only at a flush.
+  every instruction issued after it (they run in issue order), except a DMA that copies bits
+  unchanged and touches nothing pending (the next block's loads into fresh tiles). The kernel's
+  thread runs what is ready each time it issues; it waits only when it must (a flush, a matmul
+  that conflicts with what is pending, AHEAD).
 * A matmul may run before pending instructions only if it reads no buffer they write and writes
   none they read or write (else they run first). It then changes nothing they look at: its GEMM
   writes PSUM, and its bookkeeping (flags, shadows) touches only its own operands.
@@ -57,10 +60,8 @@ from trnsim.core.memory import View
 from trnsim.core.trace import Instruction
 
 AHEAD = 512
-"""GEMMs that may wait for a worker before the kernel's thread waits for them. 512 matmuls of
-128 x 128 x 512 hold ~130 MB of operands and sums at most; fewer left workers idle on the
-2-core project machine (docs/emulator-speed.md)."""
-
+"""GEMMs that may wait for a worker before the kernel's thread waits for them: a bound on the memory
+queued GEMMs keep alive (their PSUM tiles and operands), not a tuned figure."""
 
 BATCH = 32
 """Most GEMMs a worker makes in one BLAS call (it takes what is waiting): few enough that an
@@ -112,7 +113,6 @@ class _Lane:
                 self.done += len(batch)
                 self.finished.notify_all()
 
-
     def _find_failure(self, batch: list) -> None:
         """Make a failed batch's GEMMs one at a time to learn which one failed: its issue order
         decides whether its error or an instruction's is raised. (A GEMM fails only by a trnsim
@@ -152,6 +152,7 @@ class DeferredQueue:
         self.gemm_reads: dict[int, dict[_Lane, int]] = {}  # buffer id -> per lane, the last reading it
         self.settled: dict[int, tuple] = {}  # PSUM buffer id -> region whose flags are all set
         self.issued = 0
+        self.failed = 0  # issue order of the pending instruction that failed (0: none)
         self.here = False  # the kernel's thread is executing an instruction whose needs are met
 
     def __bool__(self) -> bool:
@@ -183,22 +184,35 @@ class DeferredQueue:
         self.pending.append(Pending(self.issued, ins, _detach(inputs), _detach(outputs), needs))
 
     def flush(self) -> None:
-        """Run everything not run yet, here and now (raising the first execution error)."""
+        """Run everything not run yet, here and now (raising the first execution error, in issue
+        order: a GEMM's or an instruction's)."""
         try:
             self._run_pending()
             for lane in self.lanes:
                 lane.wait(lane.posted)
-        finally:
-            for lane in self.lanes:
-                lane.stop()
-            self.lanes = []
-            self.gemm_writes, self.gemm_reads, self.settled = {}, {}, {}
-            self.pending_writes.clear()
-            self.pending_touches.clear()
-        if self.errors:
-            _order, error = self.errors[0]
-            self.errors = []
-            raise error
+        except BaseException:
+            self._stop()
+            self._raise_gemm_error()
+            raise
+        self._stop()
+        self._raise_gemm_error()
+
+    def _raise_gemm_error(self) -> None:
+        """Raise the first GEMM failure, unless an instruction issued before it failed (then that
+        GEMM would never have run)."""
+        errors, self.errors = self.errors, []
+        earlier = [error for order, error in errors if not self.failed or order < self.failed]
+        if earlier:
+            raise earlier[0]
+
+    def _stop(self) -> None:
+        """Stop the workers once they are done, and forget what the GEMMs touched."""
+        for lane in self.lanes:
+            lane.stop()
+        self.lanes = []
+        self.gemm_writes, self.gemm_reads, self.settled = {}, {}, {}
+        self.pending_writes.clear()
+        self.pending_touches.clear()
 
     def _matmul(self, ins: Instruction, inputs: tuple[View, ...], outputs: tuple[View, ...]) -> None:
         out = outputs[0]
@@ -282,6 +296,7 @@ class DeferredQueue:
                 raise failed[0]
             run_instruction(entry.ins, entry.inputs, entry.outputs, self.state, False)
         except BaseException:
+            self.failed = entry.order
             self.pending.clear()  # what the kernel issued after the failure never runs
             self.pending_writes.clear()
             self.pending_touches.clear()
