@@ -61,11 +61,13 @@ from trnsim.core.trace import Instruction
 
 AHEAD = 512
 """GEMMs that may wait for a worker before the kernel's thread waits for them: a bound on the memory
-queued GEMMs keep alive (their PSUM tiles and operands), not a tuned figure."""
+queued GEMMs keep alive (their PSUM tiles and operands); 128 and 2048 were no faster on the bench
+kernel (docs/emulator-speed.md)."""
 
 BATCH = 32
 """Most GEMMs a worker makes in one BLAS call (it takes what is waiting): few enough that an
-instruction waiting for one of them does not wait long."""
+instruction waiting for one of them does not wait long, enough that the worker seldom needs the
+GIL (8 was clearly slower on the bench kernel, 128 no faster: docs/emulator-speed.md)."""
 
 
 class _Lane:
