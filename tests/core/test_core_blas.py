@@ -101,8 +101,8 @@ def test_a_queued_gemm_is_made_later_with_the_same_bits():
 
 
 def test_queued_gemms_made_in_batches_give_the_bits_of_one_call_each():
-    """run_queued sends runs of large products to sgemm_batch; small products, single rows or
-    columns and numpy-only layouts are made alone. Every product gets the bits of its own call."""
+    """run_queued sends runs of large products to sgemm_batch; small products and single rows or
+    columns go to cblas_sgemm alone. Every product gets the bits of its own call."""
     rng = np.random.default_rng(6)
     shapes = [(128, 128, 512), (128, 128, 512), (96, 128, 256), (128, 1, 512), (64, 64, 64),
               (128, 128, 512), (128, 128, 200), (128, 128, 512)]
