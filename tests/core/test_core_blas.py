@@ -123,5 +123,18 @@ def test_queued_gemms_made_in_batches_give_the_bits_of_one_call_each():
         assert np.array_equal(batched[2], single[2])
     library = blas._openblas()
     if library is not None and library.sgemm_batch is not None:
-        taken = [blas._batched(library, blas._sgemm_args(library, *call)) for call in calls]
+        taken = [blas._batched(blas._sgemm_args(library, *call)) for call in calls]
         assert taken == [True, True, True, False, False, True, True, True]
+
+
+def test_queued_gemms_into_one_tile_keep_their_order_with_several_blas_threads():
+    """With more than one BLAS thread the batch routine would make its products side by side; a
+    chain of GEMMs adding into one tile must still be made one after another."""
+    rng = np.random.default_rng(7)
+    stationary, moving = rng.standard_normal((2, 128, 8, 512), dtype=np.float32)
+    queued, alone = np.zeros((128, 512), np.float32), np.zeros((128, 512), np.float32)
+    calls = [(stationary[:, k, :128], moving[:, k], queued, True) for k in range(8)]
+    blas.run_queued(calls)
+    for k in range(8):
+        blas.gemm(stationary[:, k, :128], moving[:, k], alone, True)
+    assert np.array_equal(queued, alone)

@@ -138,24 +138,29 @@ def run_queued(calls: list) -> None:
     calls that `_batched` allows go to sgemm_batch in one call: with one thread it makes them one by
     one, in order, with the level-3 routine cblas_sgemm uses for them (OpenBLAS 0.3.29-0.3.31,
     interface/gemm.c and interface/gemm_batch.c; tests/core/test_core_blas.py compares), and the
-    worker that calls it needs the GIL once per batch instead of once per GEMM."""
+    worker that calls it needs the GIL once per batch instead of once per GEMM. With more than one
+    BLAS thread the batch routine would make its products side by side, so then each is its own call."""
     library = _openblas()
+    if library is None or library.sgemm_batch is None or library.get_threads() != 1:
+        for call in calls:
+            _multiply(*call)
+        return
     start = 0
     while start < len(calls):
         args = _sgemm_args(library, *calls[start])
-        if args is None or not _batched(library, args):
+        if args is None or not _batched(args):
             _multiply(*calls[start])
             start += 1
             continue
         group = [args]
         end = start + 1
         while end < len(calls) and (args := _sgemm_args(library, *calls[end])) is not None \
-                and _batched(library, args):
+                and _batched(args):
             group.append(args)
             end += 1
         if len(group) > 1:
             _run_batch(library, group)
-        else:  # a batch of one costs ~45 us more than cblas_sgemm (measured here)
+        else:  # a batch of one costs more than a cblas_sgemm call
             _multiply(*calls[start])
         start = end
 
@@ -194,11 +199,11 @@ kernels through a table that DYNAMIC_ARCH builds (numpy's) do not resolve, and c
 (interface/gemm_batch.c, checked for 0.3.29-0.3.31): those go to cblas_sgemm instead."""
 
 
-def _batched(library: _Library, args: tuple) -> bool:
+def _batched(args: tuple) -> bool:
     """Whether this product may go to sgemm_batch: cblas_sgemm takes other routines for products
     of one row or column (gemv) and for small ones (SMALL_MNK), which the batch must not get."""
     m, n, k = args[:3]
-    return library.sgemm_batch is not None and m > 1 and n > 1 and m * n * k > SMALL_MNK
+    return m > 1 and n > 1 and m * n * k > SMALL_MNK
 
 
 def _run_batch(library: _Library, group: list[tuple]) -> None:
