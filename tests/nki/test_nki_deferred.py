@@ -155,7 +155,8 @@ def test_a_gemm_that_fails_on_a_worker_is_raised_and_nothing_waits_forever(monke
 
 @nki.jit
 def one_psum_tile(lhsT, rhs):
-    """The same product with ONE PSUM tile reused by every output tile: segments must split."""
+    """The same product with ONE PSUM tile reused by every output tile: each tile's first matmul
+    waits for the copy out of the one before."""
     k_size, m_size = lhsT.shape
     out = nl.ndarray((m_size, rhs.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
     acc = nl.ndarray((128, 256), dtype=nl.float32, buffer=nl.psum)
@@ -236,8 +237,8 @@ def test_reading_a_tile_from_python_runs_the_queue_first():
 
 
 def test_an_earlier_execution_error_is_reported_before_a_later_one():
-    """The gather's out-of-range row fails when its segment executes (once the last matmul starts
-    a new segment); the oversized tile on a later line must not hide it."""
+    """The gather's out-of-range row fails when it executes, among matmuls whose GEMMs run on
+    workers; the oversized tile on a later line must not hide it."""
     data = np.ones((128, 128), np.float32)
 
     @nki.jit
@@ -279,13 +280,13 @@ def test_a_first_matmul_that_accumulates_still_warns_and_adds():
     assert np.all(nki.simulate(accumulate_first)(ones) == 257.0)
 
 
-def test_stochastic_rounding_draws_continue_across_segments(monkeypatch):
-    """Deferred segments draw from the rounding stream in the order eager execution does: with SR
+def test_stochastic_rounding_draws_come_in_issue_order(monkeypatch):
+    """Deferred execution draws from the rounding stream in the order eager execution does: with SR
     on, deferred and eager bf16 results are the same bits."""
     monkeypatch.setenv("NEURON_RT_STOCHASTIC_ROUNDING_EN", "1")
     monkeypatch.setenv("NEURON_RT_STOCHASTIC_ROUNDING_SEED", "5")
     lhsT, rhs = _inputs(k=256, m=512, n=512)
-    lhsT = np.concatenate([lhsT, lhsT], axis=1)  # two blocks of 512 columns: two segments
+    lhsT = np.concatenate([lhsT, lhsT], axis=1)  # two blocks of 512 columns
 
     def run(eager):
         with trnsim.config.override(eager=eager):
