@@ -432,3 +432,27 @@ def test_of_errors_in_side_by_side_chains_the_earliest_issued_is_raised(monkeypa
     lhsT, rhs = _inputs(k=384, m=128, n=512)
     with pytest.raises(KernelError, match="k=0 n=1"):
         nki.simulate(k_outer_pair)(lhsT, rhs)
+
+
+def test_no_worker_thread_outlives_its_kernel():
+    """The copy and the GEMM it waits for are done before the kernel's last instruction, so nothing
+    is left to run at its end: the workers still stop once the launch is over."""
+    import gc
+    import threading
+
+    @nki.jit
+    def done_early(a):
+        acc = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=nl.load(a), moving=nl.load(a))
+        tile = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=tile, src=acc)
+        time.sleep(0.05)
+        out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=tile)
+        return out
+
+    before = set(threading.enumerate())
+    result = nki.simulate(done_early)(np.ones((128, 128), np.float32))
+    gc.collect()
+    assert np.all(result == 128.0)
+    assert not [thread for thread in set(threading.enumerate()) - before if thread.name == "trnsim-gemm"]

@@ -49,6 +49,7 @@ from __future__ import annotations
 import collections
 import queue
 import threading
+import weakref
 from dataclasses import dataclass
 
 from trnsim.core import blas
@@ -96,7 +97,8 @@ class _Lane:
 
     def stop(self) -> None:
         self.gemms.put(None)
-        self.thread.join()
+        if self.thread is not threading.current_thread():  # a finaliser may run on the worker itself
+            self.thread.join()
 
     def _main(self) -> None:
         while (item := self.gemms.get()) is not None:
@@ -145,7 +147,8 @@ class DeferredQueue:
 
     def __init__(self, state):
         self.state = state
-        self.lanes: list[_Lane] = []
+        self.lanes: list[_Lane] = []  # changed in place only: the finaliser below holds this list
+        weakref.finalize(self, _stop_lanes, self.lanes)  # a queue dropped unflushed stops its workers
         self.errors: list[tuple[int, BaseException]] = []  # GEMM failures: (issue order, error)
         self.pending: collections.deque[Pending] = collections.deque()
         self.pending_writes: dict[int, int] = {}  # buffer id -> how many pending instructions write it
@@ -209,9 +212,7 @@ class DeferredQueue:
 
     def _stop(self) -> None:
         """Stop the workers once they are done, and forget what the GEMMs touched."""
-        for lane in self.lanes:
-            lane.stop()
-        self.lanes = []
+        _stop_lanes(self.lanes)
         self.gemm_writes, self.gemm_reads, self.settled = {}, {}, {}
         self.pending_writes.clear()
         self.pending_touches.clear()
@@ -308,7 +309,7 @@ class DeferredQueue:
         """The lane with the fewest GEMMs to make (lanes start on first use: as many as BLAS had
         threads when trnsim started, `blas.started_threads()`)."""
         if not self.lanes:
-            self.lanes = [_Lane(self.errors) for _ in range(blas.started_threads())]
+            self.lanes.extend(_Lane(self.errors) for _ in range(blas.started_threads()))
         return min(self.lanes, key=lambda lane: lane.posted - lane.done)
 
     def _hold_back(self) -> None:
@@ -317,6 +318,12 @@ class DeferredQueue:
         if waiting > AHEAD:
             busiest = max(self.lanes, key=lambda lane: lane.posted - lane.done)
             busiest.wait(busiest.done + waiting - AHEAD)
+
+
+def _stop_lanes(lanes: list[_Lane]) -> None:
+    for lane in lanes:
+        lane.stop()
+    lanes.clear()
 
 
 def _count(counts: dict[int, int], views: tuple[View, ...], step: int) -> None:
