@@ -96,8 +96,8 @@ def _nested():
                                   lambda: torch.eye(3, device="neuron").to_sparse()],
                          ids=["sparse", "nested", "made-sparse"])
 def test_sparse_and_nested_tensors_are_refused_by_name(make):
-    """Making a sparse tensor from a neuron one raised PyTorch's NotImplementedError ("Cannot access
-    storage of SparseTensorImpl")."""
+    """Sparse and nested tensors are refused by name. Making a sparse tensor from a neuron one used
+    to raise PyTorch's own NotImplementedError ("Cannot access storage of SparseTensorImpl")."""
     with pytest.raises(UnsupportedError, match="strided tensors only"):
         make()
 

@@ -56,7 +56,7 @@ from trnsim.core import blas
 from trnsim.core.execute import F32, accum_mask
 from trnsim.core.execute import run as run_instruction
 from trnsim.core.execute_data import settled_gemm
-from trnsim.core.isa import Memory, Opcode
+from trnsim.core.isa import Opcode
 from trnsim.core.memory import View
 from trnsim.core.trace import Instruction
 
@@ -347,10 +347,11 @@ def _moves_bits(ins: Instruction, inputs: tuple[View, ...], outputs: tuple[View,
 
 
 def _is_gemm(ins: Instruction, out: View) -> bool:
-    """A matmul that executes as one sgemm writing or adding into a 2-D fp32 PSUM region, drawing
-    no random bits (every other matmul runs after what is pending, as issued)."""
+    """A matmul that executes as one sgemm writing or adding into a 2-D fp32 region (its dst is
+    PSUM, as the contract checks), drawing no random bits (every other matmul runs after what is
+    pending, as issued)."""
     return (len(out.shape) == 2 and out.element.numpy == F32 and out.storage.dtype is out.element
-            and out.storage.memory is Memory.PSUM and not ins.param("is_transpose"))
+            and not ins.param("is_transpose"))
 
 
 def _partly_accumulating(out: View) -> bool:

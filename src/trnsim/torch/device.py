@@ -400,5 +400,7 @@ def register() -> list:
     autocast.register(kernels)
     accelerator.install()
     inductor.install()
+    # Backward on the calling thread, as on CPU: context variables (strict mode, the active
+    # profile) are per thread. This setting is per thread too (normally the main one).
     torch.autograd.set_multithreading_enabled(False)
     return [kernels, _refuse_layouts()]
