@@ -3,6 +3,7 @@ state: empty pool, no cached kernel lines, zeroed counters, cleared caches, and 
 give the same bits afterwards."""
 
 import gc
+import sys
 
 import ml_dtypes
 import numpy as np
@@ -12,7 +13,7 @@ import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 import trnsim.runtime
-from trnsim.core.runtime import Runtime
+from trnsim.core.runtime import KERNEL_SWITCH_INTERVAL_S, Runtime
 
 RNG = np.random.default_rng(11)
 LHS_T = RNG.standard_normal((256, 128)).astype(ml_dtypes.bfloat16)
@@ -116,3 +117,29 @@ def test_a_gc_pause_leaves_a_collector_the_user_turned_off_off():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_kernel_runs_with_a_short_switch_interval_and_the_process_gets_its_own_back():
+    seen = []
+
+    @nki.jit
+    def copy(x):
+        seen.append(sys.getswitchinterval())
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=x)
+        return out
+    before = sys.getswitchinterval()
+    nki.simulate(copy)(np.ones((4, 4), np.float32))
+    assert seen == [KERNEL_SWITCH_INTERVAL_S] and sys.getswitchinterval() == before
+
+
+def test_overlapping_switch_interval_uses_restore_it_when_the_last_ends():
+    runtime = Runtime()
+    before = sys.getswitchinterval()
+    first, second = runtime.quick_gil_handoff(), runtime.quick_gil_handoff()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert sys.getswitchinterval() == KERNEL_SWITCH_INTERVAL_S
+    second.__exit__(None, None, None)
+    assert sys.getswitchinterval() == before

@@ -241,8 +241,9 @@ def run(kernel: Kernel, args, kwargs, *, target: str | None, with_values: bool):
         backend.deactivate(token)
     # The collector off while the kernel runs, as while scheduling: a launch makes many small
     # objects (views, regions, instructions) that hold no cycles, and gen-2 passes over a growing
-    # trace cost a quarter of a long trace-only run.
-    with blas.limited(1), current_runtime().gc_paused():
+    # trace cost a quarter of a long trace-only run. GEMM workers get the GIL back sooner.
+    runtime = current_runtime()
+    with blas.limited(1), runtime.gc_paused(), runtime.quick_gil_handoff():
         results = _launch(kernel.fn, cores, hbm_args, hbm_kwargs)
     kernel.last_trace = launch.trace
     interop.write_back(args, hbm_args, launch.trace, with_values)
