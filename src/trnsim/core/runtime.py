@@ -34,8 +34,7 @@ from trnsim.core.pool import ArrayPool
 KERNEL_SWITCH_INTERVAL_S = 0.0005
 """The GIL switch interval while a kernel runs (Python's default is 5 ms). A GEMM worker
 (core/deferred.py) needs the GIL after every BLAS call, and waits up to one interval for the kernel's
-thread to hand it over, with a core idle meanwhile; 0.5 ms made the bench kernel 4-5% faster in
-same-process A/B runs (docs/emulator-speed.md)."""
+thread to hand it over, with a core idle meanwhile (docs/emulator-speed.md has the A/B runs)."""
 
 
 class Runtime:
