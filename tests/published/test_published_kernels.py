@@ -650,6 +650,31 @@ def test_nkilib_attention_bwd(kernels, causal):
     for result, expected in zip(results, grads, strict=True):
         np.testing.assert_allclose(result[0, 0], expected, atol=1e-5)
 
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_nkilib_topk_reduce(kernels, lnc):
+    """MoE top-K reduction: rows scattered by an all_to_all_v, each tagged with its token's index
+    (an int32 packed in the last two bf16 columns), summed per token by gather read-modify-writes
+    (`dma_compute` with a vector_offset source). The sums are checked bit for bit against bf16 adds
+    in the kernel's order: each token's rows in ascending row order."""
+    module = kernels.load("nki-library", f"{NKILIB}/experimental/collectives/topk_reduce.py")
+    tokens, k, hidden, rows = 16, 4, 256, 64
+    data = np.zeros((rows, hidden + 2), ml_dtypes.bfloat16)
+    data[:, :hidden] = normal(rows, hidden).astype(ml_dtypes.bfloat16)
+    token = np.full(rows, -1, np.int32)  # padding rows belong to no token
+    token[rng.permutation(rows)[:tokens * k]] = np.repeat(np.arange(tokens), k)
+    data.view(np.uint16)[:, hidden:] = token.view(np.uint16).reshape(rows, 2)
+    kernel = module.topk_reduce[lnc] if lnc > 1 else module.topk_reduce
+    result = simulate(kernel, data, tokens, k)
+    expected = np.empty((tokens, hidden), ml_dtypes.bfloat16)
+    for t in range(tokens):
+        picked = np.flatnonzero(token == t)
+        total = data[picked[0], :hidden]
+        for row in picked[1:]:
+            total = (total.astype(np.float32) + data[row, :hidden].astype(np.float32)).astype(total.dtype)
+        expected[t] = total
+    np.testing.assert_array_equal(result.view(np.uint16), expected.view(np.uint16))
+
+
 def test_nkilib_rmsnorm_quant_row(kernels):
     """Row quantisation to fp8 with the fp32 dequantisation scale packed as the last 4 bytes of each row."""
     module = kernels.load("nki-library", f"{NKILIB}/core/rmsnorm/rmsnorm_quant.py")

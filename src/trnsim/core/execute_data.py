@@ -42,7 +42,8 @@ def _addresses(view, steps: np.ndarray, indirect_dim: int) -> np.ndarray:
 
 
 def _indirect_copy(ins: Instruction, io: Operands) -> None:
-    """DMA gather (indirect source) or scatter (indirect destination); oob_mode error or skip."""
+    """DMA gather (indirect source) or scatter (indirect destination), copying or, with reduce_op
+    (dma_compute's read-modify-write), adding into dst in fp32; oob_mode error or skip."""
     gather = ins.param("indirect") == "src"
     view = io.inputs[0] if gather else io.out(0)
     steps = io.raw(len(io.inputs) - 1).reshape(-1).astype(np.int64)
@@ -55,21 +56,59 @@ def _indirect_copy(ins: Instruction, io: Operands) -> None:
         raise hazard(ins, f"indirect DMA reaches element {int(address[~valid].flat[0])} of "
                           f"{view.storage.name!r}, which has {flat.size}")
     if gather:
-        shape = io.out(0).shape  # the gathered view has dst's size (CHECK), not always its shape
-        values, valid = flat[np.where(valid, address, 0)].reshape(shape), valid.reshape(shape)
-        same = view.element == io.out(0).element
-        current = io.out(0).array() if same else io.current(0)
-        merged = np.where(valid, values if same else values.astype(F32), current)
-        if same:
-            io.write_raw(0, merged)
-        else:
-            io.write(0, merged)
+        _gather(io, flat[np.where(valid, address, 0)], valid, view, ins.param("reduce_op") == "add")
         return
-    values = io.raw(0) if io.inputs[0].element == view.element else to_storage(io.f32(0), view.element)
-    flat[address[valid]] = np.broadcast_to(values.reshape(address.shape), address.shape)[valid]
+    if ins.param("reduce_op") == "add":
+        _scatter_add(ins, io, flat, address[valid], io.f32(0).reshape(address.shape)[valid], view)
+    else:
+        values = io.raw(0) if io.inputs[0].element == view.element else to_storage(io.f32(0), view.element)
+        flat[address[valid]] = np.broadcast_to(values.reshape(address.shape), address.shape)[valid]
     view.storage.shadow = None
     if view.storage.written is not None:
         view.storage.written.view(np.bool_)[address[valid]] = True
+
+
+def _gather(io: Operands, values: np.ndarray, valid: np.ndarray, view, adds: bool) -> None:
+    """dst = the gathered elements (or, `adds`, dst + them in fp32); where the index was out of
+    bounds and oob_mode is skip, dst keeps its value."""
+    out = io.out(0)
+    shape = out.shape  # the gathered view has dst's size (CHECK), not always its shape
+    values, valid = values.reshape(shape), valid.reshape(shape)
+    if adds:
+        total = io.f32(1).reshape(shape) + values.astype(F32)
+        io.write_raw(0, np.where(valid, to_storage(total, out.element), out.array()))
+        return
+    same = view.element == out.element
+    current = out.array() if same else io.current(0)
+    merged = np.where(valid, values if same else values.astype(F32), current)
+    if same:
+        io.write_raw(0, merged)
+    else:
+        io.write(0, merged)
+
+
+def _scatter_add(ins: Instruction, io: Operands, flat: np.ndarray, targets: np.ndarray, addends: np.ndarray,
+                 view) -> None:
+    """flat[targets] += addends in fp32, rounded into the element's dtype. dma_compute requires unique
+    indices (a repeated one would race on hardware: refused); the old API's atomic_rmw
+    (unique_indices False) adds repeats one after another, in order."""
+    written = view.storage.written
+    if io.strict and written is not None and not written.view(np.bool_)[targets].all():
+        raise hazard(ins, f"adds into elements of {view.storage!r} that were never written",
+                     hint="initialise the tensor first")
+    _, first, inverse, counts = np.unique(targets, return_index=True, return_inverse=True, return_counts=True)
+    if counts.size < targets.size and ins.param("unique_indices") is not False:
+        repeated = int(targets[np.flatnonzero(counts[inverse] > 1)[0]])
+        raise hazard(ins, f"a read-modify-write reaches element {repeated} of {view.storage.name!r} more "
+                          f"than once; dma_compute needs unique indices (unique_indices=True)",
+                     hint="make the index tile's rows distinct, or reduce the repeated rows first")
+    rank = np.empty(targets.size, np.int64)  # how many earlier positions hit the same element
+    order = np.argsort(inverse, kind="stable")
+    rank[order] = np.arange(targets.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    for step in range(int(counts.max(initial=0))):
+        pick = rank == step
+        hit = targets[pick]
+        flat[hit] = to_storage(flat[hit].astype(F32) + addends[pick], view.element)
 
 
 @EXECUTE.register(Opcode.DMA_TRANSPOSE)

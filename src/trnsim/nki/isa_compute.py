@@ -18,6 +18,7 @@ from trnsim.nki.isa import (
     _pattern,
     _register_operand,
     engine,
+    oob_mode,
     op_name,
     reduce_cmd,
     tensor_copy,
@@ -224,8 +225,10 @@ def rng(dst, engine=engine.vector, name=None):
     return _issue(Opcode.RNG, dst, [], {}, engine, name)
 
 
-def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=None, name=None):
-    """dst = srcs[0] + srcs[1] + ... computed in fp32 by the DMA engines (only add, scales 1.0)."""
+def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
+    """dst = srcs[0] + srcs[1] + ... computed in fp32 by the DMA engines (only add, scales 1.0). With a
+    vector_offset source or dst, a read-modify-write: a gather (dst in SBUF += HBM rows picked by an
+    index tile) or a scatter (HBM rows picked by an index tile += an SBUF tile)."""
     numbers = isinstance(scales, tuple | list) and all(isinstance(s, Real) for s in scales)
     if scales is not None and not numbers:
         raise ArgumentError(f"scales={scales!r}; it must be a list of numbers, one per source")
@@ -233,10 +236,68 @@ def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode
     if not adds or any(float(s) != 1.0 for s in (scales or ())):
         raise UnsupportedError(f"dma_compute supports reduce_op=add with scales of 1.0, not "
                                f"{op_name(reduce_op)} / {scales}", what="nisa.dma_compute")
-    if any(isinstance(s, IndirectTensor) for s in srcs) or isinstance(dst, IndirectTensor):
-        raise UnsupportedError("dma_compute with vector_offset (scatter/gather RMW) is not emulated",
-                               what="nisa.dma_compute indirect")
+    if not isinstance(srcs, tuple | list):
+        raise ArgumentError(f"srcs={srcs!r}; give a list of source tensors")
+    if any(isinstance(view, IndirectTensor) for view in (dst, *srcs)):
+        return _read_modify_write(dst, list(srcs), unique_indices, oob_mode, name)
     return _issue(Opcode.DMA_COPY, dst, list(srcs), {"reduce_op": "add", "queue": None}, "dma", name)
+
+
+def _read_modify_write(dst, srcs: list, unique_indices, mode, name):
+    """dma_compute with vector_offset, under the rules nki.isa.dma_compute states: two sources, one
+    of them the dst access itself; a scatter's dst and a gather's other source are HBM rows picked
+    by an index tile, the remaining operand is in SBUF; indices unique."""
+    if len(srcs) != 2:
+        raise ArgumentError(f"a read-modify-write (a vector_offset operand) takes exactly 2 srcs, not "
+                            f"{len(srcs)}", op="nisa.dma_compute")
+    if unique_indices is not True:
+        raise UnsupportedError("dma_compute with vector_offset requires unique_indices=True (NKI: non-unique "
+                               "indices are not supported yet)", what="nisa.dma_compute unique_indices=False")
+    scatter = isinstance(dst, IndirectTensor)
+    indirect = dst if scatter else next(view for view in srcs if isinstance(view, IndirectTensor))
+    if indirect.scalar_step is not None:
+        raise UnsupportedError("dma_compute with a scalar_offset operand: its addresses must be known when "
+                               "compiling unless it uses vector_offset",
+                               what="nisa.dma_compute scalar_offset")
+    same = [view for view in srcs if _same_access(view, dst)]
+    others = [view for view in srcs if not _same_access(view, dst)]
+    if len(same) != 1 or len(others) != 1:
+        raise ArgumentError("a read-modify-write needs one source that is dst's own access and one that is "
+                            "not", op="nisa.dma_compute", hint="srcs=[dst, data] (scatter) or [dst, hbm.ap("
+                            "..., vector_offset=...)] (gather)")
+    data = others[0]
+    hbm, sbuf = (dst, data) if scatter else (data, dst)
+    if not isinstance(hbm, IndirectTensor) or hbm.storage.memory is not Memory.HBM:
+        raise ArgumentError(f"the vector_offset access {hbm.name!r} must be in HBM", op="nisa.dma_compute")
+    if isinstance(sbuf, IndirectTensor) or sbuf.storage.memory is not Memory.SBUF:
+        raise ArgumentError(f"a {'scatter' if scatter else 'gather'} read-modify-write's "
+                            f"{'source' if scatter else 'dst'} {sbuf.name!r} must be an SBUF tile",
+                            op="nisa.dma_compute")
+    return _rmw_copy(dst, data, unique=True, oob=mode, name=name)
+
+
+def _same_access(view, dst) -> bool:
+    """Whether `view` is dst's own access: the same elements, and for an indirect one the same index tile."""
+    if not isinstance(view, NkiTensor) or not isinstance(dst, NkiTensor):
+        return False
+    fields = ("storage", "offset", "shape", "strides", "element")
+    if any(getattr(view, field) != getattr(dst, field) for field in fields):
+        return False
+    if isinstance(dst, IndirectTensor) or isinstance(view, IndirectTensor):
+        return (isinstance(view, IndirectTensor) and isinstance(dst, IndirectTensor)
+                and view.index is dst.index and view.indirect_dim == dst.indirect_dim)
+    return True
+
+
+def _rmw_copy(dst, data, unique: bool, oob, name=None):
+    """One DMA that adds `data` into dst in fp32 through a vector_offset access (dst's, a scatter, or
+    data's, a gather). `unique`: repeated indices are a hazard (NKI's rule for dma_compute); else
+    they add one after another (the old API's atomic_rmw)."""
+    indirect, role = (dst, "dst") if isinstance(dst, IndirectTensor) else (data, "src")
+    params = {"reduce_op": "add", "queue": None, "oob_mode": _enum_value(oob), "indirect": role,
+              "indirect_dim": indirect.indirect_dim, "scalar_step": None, "unique_indices": unique}
+    srcs = [data] if role == "dst" else [data, dst]
+    return _issue(Opcode.DMA_COPY, dst, [*srcs, indirect.index], params, "dma", name)
 
 
 def topk(val_dst, idx_dst, src, n, name=None):

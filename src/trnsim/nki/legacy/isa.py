@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from trnsim.errors import ShapeError, UnsupportedError
+from trnsim.errors import ShapeError
 from trnsim.nki import calls, dtypes
 from trnsim.nki import isa as nisa06
 from trnsim.nki.isa import (  # noqa: F401 - enums and queries the old nisa shares
@@ -25,7 +25,7 @@ from trnsim.nki.isa import (  # noqa: F401 - enums and queries the old nisa shar
     reduce_cmd,
 )
 from trnsim.nki.legacy.index import IndexExpr
-from trnsim.nki.legacy.language import _copy_into, _plain, _whole_mask
+from trnsim.nki.legacy.language import _add_into, _copy_into, _plain, _whole_mask
 from trnsim.nki.legacy.operands import Call, PendingMatmul, in_sbuf, is_tile, new_tile, result_dtype
 from trnsim.nki.legacy.tile import Tile, affine_steps
 
@@ -282,13 +282,19 @@ def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None) -> 
     return tile
 
 
-def dma_copy(dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown):
-    if dst_rmw_op is not None:
-        raise UnsupportedError("nisa.dma_copy(dst_rmw_op=...) is not emulated", what="dma_copy dst_rmw_op",
-                               hint="use nisa.dma_compute in the NKI 0.6 API")
+def dma_copy(dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown,
+             unique_indices=True):
+    """dst = src, or with dst_rmw_op=np.add dst += src (in fp32, by the DMA engines; through an index
+    tile a scatter or gather read-modify-write, whose indices must then be unique)."""
     call = Call([dst], mask)
-    if not call.empty:
-        _copy_into(call.view(dst, broadcast=False), call.view(src), oob_mode=oob_mode, dge_mode=dge_mode)
+    if call.empty:
+        return dst
+    target, source = call.view(dst, broadcast=False), call.view(src)
+    if dst_rmw_op is None:
+        _copy_into(target, source, oob_mode=oob_mode, dge_mode=dge_mode)
+    else:
+        _add_into(target, source, dst_rmw_op, "nisa.dma_copy(dst_rmw_op=...)", unique=unique_indices,
+                 oob=oob_mode)
     return dst
 
 

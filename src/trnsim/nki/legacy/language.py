@@ -22,6 +22,7 @@ from trnsim.errors import UnsupportedError
 from trnsim.nki import backend, calls, dtypes
 from trnsim.nki import isa as nisa06
 from trnsim.nki import language as nl06
+from trnsim.nki.isa_compute import _rmw_copy
 from trnsim.nki.language import (  # noqa: F401 - the names the old nl shares with 0.6
     bfloat16,
     bool_,
@@ -58,7 +59,7 @@ from trnsim.nki.legacy.operands import (
     note_values,
 )
 from trnsim.nki.legacy.tile import BlockTile, Indexed, Tile, on_chip, unwrap, wrap
-from trnsim.nki.tensor import DynSlice
+from trnsim.nki.tensor import DynSlice, IndirectTensor
 
 
 class _Float32(str):
@@ -201,6 +202,34 @@ def _copy_into(target, value, **dma) -> None:
         nisa06.dma_copy(dst=target, src=in_sbuf(value), **dma)  # DMAs do not read PSUM
     else:
         nisa06.tensor_copy(dst=target, src=value, engine=nisa06.engine.vector)
+
+
+def atomic_rmw(dst, value, op, mask=None):
+    """dst = op(dst, value) on HBM rows picked by an index tile (`t[idx_tile, i_f]`), atomically:
+    rows picked more than once add one after another. As documented, op is np.add only and dst is
+    indexed indirectly."""
+    call = Call([dst], mask)
+    if not call.empty:
+        target = call.view(dst, broadcast=False)
+        if not isinstance(target, IndirectTensor):
+            raise UnsupportedError("nl.atomic_rmw supports only a dst indexed by an index tile "
+                                   "(t[idx_tile, i_f])", what="nl.atomic_rmw direct dst")
+        _add_into(target, call.source(value), op, "nl.atomic_rmw", unique=False, oob=nisa06.oob_mode.error)
+
+
+def _add_into(target, value, op, what: str, unique: bool, oob) -> None:
+    """target += value by the DMA engines: the old API's read-modify-writes (op np.add only)."""
+    if nisa06.op_name(op) != "add":
+        raise UnsupportedError(f"{what} supports op=np.add only, not {op!r}", what=f"{what} op")
+    if not is_tile(value):  # a number: the tile it stands for, made on chip first
+        staged = backend.new_tensor(target.shape, target.dtype, dtypes.SBUF)
+        nisa06.memset(dst=staged, value=value)
+        value = staged
+    value = in_sbuf(value)
+    if isinstance(target, IndirectTensor) or isinstance(value, IndirectTensor):
+        _rmw_copy(target, value, unique=unique, oob=oob)
+    else:
+        nisa06.dma_compute(dst=target, srcs=[target, value], reduce_op=nl06.add)
 
 
 def assign(target, value) -> None:
@@ -362,8 +391,7 @@ def _whole_mask(mask, operands, op: str) -> None:
                                what=f"{op} mask", hint="load or copy the masked part first")
 
 
-_OLD_ONLY = {"all_reduce": "nki.collectives in the NKI 0.6 API",
-             "atomic_rmw": "nisa.dma_compute in the NKI 0.6 API"}
+_OLD_ONLY = {"all_reduce": "nki.collectives in the NKI 0.6 API"}
 
 
 def __getattr__(name: str):
