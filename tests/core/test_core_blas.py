@@ -8,19 +8,14 @@ import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 from trnsim.core import blas
+from trnsim.core.runtime import Runtime
 
 
-def test_limited_sets_and_restores_the_thread_count():
-    functions = blas._openblas()
-    if functions is None:  # no OpenBLAS to steer: the context manager must be a no-op
-        with blas.limited(1):
-            pass
-        return
-    getter = functions.get_threads
-    before = getter()
-    with blas.limited(1):
-        assert getter() == 1
-    assert getter() == before
+def test_one_blas_thread_sets_and_restores_the_thread_count():
+    before = blas.threads()
+    with Runtime().one_blas_thread():
+        assert blas.threads() == 1
+    assert blas.threads() == before
 
 
 def test_kernels_run_with_one_blas_thread(monkeypatch):
@@ -115,7 +110,7 @@ def test_queued_gemms_made_in_batches_give_the_bits_of_one_call_each():
         outs = [starts.copy(), starts.copy()]
         calls.append((stationary, moving, outs[0], index % 2 == 0))
         alone.append((stationary, moving, outs[1], index % 2 == 0))
-    with blas.limited(1):
+    with Runtime().one_blas_thread():
         blas.run_queued(calls)
         for call in alone:
             blas.gemm(*call)
@@ -134,15 +129,12 @@ def test_queued_gemms_into_one_tile_keep_their_order_with_several_blas_threads()
     stationary, moving = rng.standard_normal((2, 128, 8, 512), dtype=np.float32)
     queued, alone = np.zeros((128, 512), np.float32), np.zeros((128, 512), np.float32)
     calls = [(stationary[:, k, :128], moving[:, k], queued, True) for k in range(8)]
-    library = blas._openblas()
-    previous = library.get_threads() if library is not None else None
-    if library is not None:
-        library.set_threads(2)  # whatever the machine's core count
+    previous = blas.threads()
+    blas.set_threads(2)  # whatever the machine's core count; the bits depend on it, so both use it
     try:
         blas.run_queued(calls)
+        for k in range(8):
+            blas.gemm(stationary[:, k, :128], moving[:, k], alone, True)
     finally:
-        if library is not None:
-            library.set_threads(previous)
-    for k in range(8):
-        blas.gemm(stationary[:, k, :128], moving[:, k], alone, True)
+        blas.set_threads(previous)
     assert np.array_equal(queued, alone)

@@ -13,6 +13,7 @@ import trnsim.nki as nki
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 import trnsim.runtime
+from trnsim.core import blas
 from trnsim.core.runtime import KERNEL_SWITCH_INTERVAL_S, Runtime
 
 RNG = np.random.default_rng(11)
@@ -143,3 +144,21 @@ def test_overlapping_switch_interval_uses_restore_it_when_the_last_ends():
     assert sys.getswitchinterval() == KERNEL_SWITCH_INTERVAL_S
     second.__exit__(None, None, None)
     assert sys.getswitchinterval() == before
+
+
+def test_overlapping_one_blas_thread_uses_restore_the_count_when_the_last_ends():
+    """The ranks of a multi-rank launch are threads that each run a kernel: a rank ending while
+    another still runs must neither restore the count early nor keep one thread for good."""
+    runtime = Runtime()
+    blas.set_threads(2)
+    try:
+        first, second = runtime.one_blas_thread(), runtime.one_blas_thread()
+        first.__enter__()
+        second.__enter__()
+        first.__exit__(None, None, None)
+        assert blas.threads() == 1 or blas._openblas() is None
+        second.__exit__(None, None, None)
+        assert blas.threads() == 2 or blas._openblas() is None
+    finally:
+        blas.set_threads(blas.started_threads())
+

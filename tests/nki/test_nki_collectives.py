@@ -9,6 +9,7 @@ import trnsim.nki.collectives as ncc
 import trnsim.nki.isa as nisa
 import trnsim.nki.language as nl
 from trnsim import system
+from trnsim.core import blas
 from trnsim.errors import ArgumentError, ShapeError
 
 PAIR = ncc.ReplicaGroup([[0, 1]])
@@ -38,6 +39,15 @@ def test_integer_all_reduce_follows_tensor_tensor(a, b, op, dtype, expected):
     for result in results:
         assert result.dtype == dtype
         np.testing.assert_array_equal(result, np.full((4, 8), expected, dtype))
+
+
+def test_a_multi_rank_launch_gives_the_process_its_blas_threads_back():
+    """Each rank's kernel runs with one BLAS thread; the ranks are threads that overlap (they meet
+    in the all_reduce), so one ending first must not restore the count, nor the last keep one."""
+    before = blas.threads()
+    for _ in range(5):
+        system.launch(all_reduce, 2, [(np.ones((4, 8), np.float32), nl.add)] * 2)
+        assert blas.threads() == before
 
 
 def _permute_reduce(shape1, dtype=nl.float32):

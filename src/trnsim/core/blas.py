@@ -243,16 +243,15 @@ def started_threads() -> int:
     return library.started_threads if library is not None else 1
 
 
-@contextlib.contextmanager
-def limited(threads: int):
-    """Run the block with at most `threads` BLAS threads, then restore the previous count."""
+def threads() -> int:
+    """BLAS's thread count now (1 where the library cannot be steered)."""
     library = _openblas() if os.name == "posix" else None
-    if library is None:
-        yield
-        return
-    previous = library.get_threads()
-    library.set_threads(min(threads, previous))
-    try:
-        yield
-    finally:
-        library.set_threads(previous)
+    return library.get_threads() if library is not None else 1
+
+
+def set_threads(count: int) -> None:
+    """Set BLAS's thread count (kernels run with one: `Runtime.one_blas_thread`); a no-op where
+    the library cannot be steered."""
+    library = _openblas() if os.name == "posix" else None
+    if library is not None:
+        library.set_threads(count)

@@ -5,9 +5,9 @@ A few things outlive a kernel launch on purpose, to make the next launch faster:
 and caches of the layers above core (the torch device's fallback counts and op times). They all
 hang off one `Runtime`, so there is one place to see them and one `reset()` that returns the
 process to its fresh state.
-The scheduler's pause of the cyclic garbage collector, the shorter GIL switch interval while
-kernels run, and the lock for owed NaN fills are here too: they are shared by every thread of the
-process.
+The scheduler's pause of the cyclic garbage collector, the shorter GIL switch interval and the
+single BLAS thread while kernels run, and the lock for owed NaN fills are here too: they are shared
+by every thread of the process.
 
 `current()` is the process's runtime. Layers above core (torch/) keep their state on it through
 `counter(name)` and `on_reset(clear)`, so core never imports them.
@@ -29,6 +29,7 @@ import sys
 import threading
 from collections.abc import Callable
 
+from trnsim.core import blas
 from trnsim.core.pool import ArrayPool
 
 KERNEL_SWITCH_INTERVAL_S = 0.0005
@@ -60,12 +61,10 @@ class Runtime:
         self.counters: dict[str, collections.Counter] = {}
         self.fill_lock = threading.Lock()
         self._clearers: list[Callable[[], None]] = []
-        self._gc_lock = threading.Lock()
-        self._gc_pauses = 0
-        self._gc_was_enabled = False
-        self._switch_lock = threading.Lock()
-        self._switch_users = 0
-        self._switch_was = 0.0
+        self._collector = _SharedSetting(gc.isenabled, _set_collector, lambda enabled: False)
+        self._switch_interval = _SharedSetting(sys.getswitchinterval, sys.setswitchinterval,
+                                               lambda interval: min(interval, KERNEL_SWITCH_INTERVAL_S))
+        self._blas_threads = _SharedSetting(blas.threads, blas.set_threads, lambda count: min(count, 1))
 
     def add_kernel_file(self, filename: str) -> None:
         """Look for kernel lines in `filename` from now on (its code objects are judged again)."""
@@ -93,41 +92,56 @@ class Runtime:
         for clear in self._clearers:
             clear()
 
-    @contextlib.contextmanager
     def gc_paused(self):
         """Run the block with the cyclic garbage collector off (timing/schedule.py: a long loop
-        that makes many small objects and no cycles). Pauses nest and may overlap across
-        threads: the collector comes back, if it was on, when the last pause ends."""
-        with self._gc_lock:
-            if self._gc_pauses == 0:
-                self._gc_was_enabled = gc.isenabled()
-                gc.disable()
-            self._gc_pauses += 1
-        try:
-            yield
-        finally:
-            with self._gc_lock:
-                self._gc_pauses -= 1
-                if self._gc_pauses == 0 and self._gc_was_enabled:
-                    gc.enable()
+        that makes many small objects and no cycles). The collector comes back, if it was on,
+        when the last of overlapping pauses ends."""
+        return self._collector.held()
+
+    def quick_gil_handoff(self):
+        """Run the block with the GIL switch interval at most KERNEL_SWITCH_INTERVAL_S; the
+        process's interval comes back when the last of overlapping uses ends."""
+        return self._switch_interval.held()
+
+    def one_blas_thread(self):
+        """Run the block with one BLAS thread (a kernel's matmuls: core/blas.py says why); the
+        process's thread count comes back when the last of overlapping uses ends (the ranks of a
+        multi-rank launch are threads, each running its kernel)."""
+        return self._blas_threads.held()
+
+
+class _SharedSetting:
+    """A process-wide setting that several users change together: uses nest and may overlap across
+    threads. The first to start saves the process's value and sets `choose(value)`; the last to end
+    puts the saved value back (else a use ending while another runs would restore the wrong one)."""
+
+    def __init__(self, read: Callable, write: Callable, choose: Callable):
+        self._read, self._write, self._choose = read, write, choose
+        self._lock = threading.Lock()
+        self._users = 0
+        self._saved = None
 
     @contextlib.contextmanager
-    def quick_gil_handoff(self):
-        """Run the block with the GIL switch interval at most KERNEL_SWITCH_INTERVAL_S. Like
-        `gc_paused`, uses nest and may overlap across threads: the interval the process had comes
-        back when the last one ends."""
-        with self._switch_lock:
-            if self._switch_users == 0:
-                self._switch_was = sys.getswitchinterval()
-                sys.setswitchinterval(min(self._switch_was, KERNEL_SWITCH_INTERVAL_S))
-            self._switch_users += 1
+    def held(self):
+        with self._lock:
+            if self._users == 0:
+                self._saved = self._read()
+                self._write(self._choose(self._saved))
+            self._users += 1
         try:
             yield
         finally:
-            with self._switch_lock:
-                self._switch_users -= 1
-                if self._switch_users == 0:
-                    sys.setswitchinterval(self._switch_was)
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    self._write(self._saved)
+
+
+def _set_collector(enabled: bool) -> None:
+    if enabled:
+        gc.enable()
+    else:
+        gc.disable()
 
 
 _PROCESS = Runtime()

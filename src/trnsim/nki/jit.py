@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from math import prod
 
 from trnsim import config, hardware
-from trnsim.core import blas
 from trnsim.core.isa import Memory
 from trnsim.core.machine import Launch, NeuronCore
 from trnsim.core.runtime import current as current_runtime
@@ -243,7 +242,7 @@ def run(kernel: Kernel, args, kwargs, *, target: str | None, with_values: bool):
     # objects (views, regions, instructions) that hold no cycles, and gen-2 passes over a growing
     # trace cost a quarter of a long trace-only run. GEMM workers get the GIL back sooner.
     runtime = current_runtime()
-    with blas.limited(1), runtime.gc_paused(), runtime.quick_gil_handoff():
+    with runtime.one_blas_thread(), runtime.gc_paused(), runtime.quick_gil_handoff():
         results = _launch(kernel.fn, cores, hbm_args, hbm_kwargs)
     kernel.last_trace = launch.trace
     interop.write_back(args, hbm_args, launch.trace, with_values)
