@@ -12,7 +12,7 @@ import pytest
 from kernel_sources import ENV_VAR, published_root
 
 import trnsim.nki as tnki
-from trnsim import hardware
+from trnsim import hardware, system
 from trnsim.errors import ArgumentError, ConfigError, TrnsimError, UnsupportedError
 
 if published_root() is None:
@@ -673,6 +673,47 @@ def test_nkilib_topk_reduce(kernels, lnc):
             total = (total.astype(np.float32) + data[row, :hidden].astype(np.float32)).astype(total.dtype)
         expected[t] = total
     np.testing.assert_array_equal(result.view(np.uint16), expected.view(np.uint16))
+
+
+COLLECTIVES = f"{NKILIB}/experimental/collectives"
+
+
+def test_nkilib_allgather_sb2sb(kernels):
+    """All-gather of SBUF tiles along the free dim, on 4 ranks: every rank gets the concatenation."""
+    module = kernels.load("nki-library", f"{COLLECTIVES}/sb2sb_allgather.py")
+    ranks = 4
+    group = module.ReplicaGroup([list(range(ranks))])
+    parts = [normal(128, 64) for _ in range(ranks)]
+    results = system.launch(module.allgather_sb2sb, ranks, [(x, group, ranks) for x in parts])
+    for result in results:
+        np.testing.assert_array_equal(result, np.concatenate(parts, axis=1))
+
+
+@pytest.mark.parametrize("through_hbm", [False, True])
+def test_nkilib_fine_grained_allgather(kernels, through_hbm):
+    """Ring all-gather by collective_permute_implicit with double buffering (SBUF tiles, or HBM),
+    4 ranks at LNC=1: every rank's result holds each rank's rows at that rank's index."""
+    module = kernels.load("nki-library", f"{COLLECTIVES}/fg_allgather.py")
+    ranks = 4
+    parts = [normal(64, 256) for _ in range(ranks)]
+    results = system.launch(module.fine_grained_allgather, ranks, [(x, ranks, 1, through_hbm) for x in parts])
+    for result in results:
+        np.testing.assert_array_equal(np.asarray(result).reshape(ranks, 64, 256), np.stack(parts))
+
+
+@pytest.mark.parametrize("through_hbm", [False, True])
+def test_nkilib_allgather_compute_matmul(kernels, through_hbm):
+    """All-gather of lhs overlapped with each rank's matmul against its own column shard of rhs."""
+    module = kernels.load("nki-library", f"{COLLECTIVES}/fgcc.py")
+    ranks, rows, k, n = 4, 128, 256, 512
+    lhs = [normal(rows, k) for _ in range(ranks)]
+    rhs = [normal(k, n) for _ in range(ranks)]
+    results = system.launch(module.allgather_compute_matmul, ranks,
+                            [(lhs[r], rhs[r], ranks, 1, through_hbm) for r in range(ranks)])
+    gathered = np.concatenate(lhs).astype(np.float64)
+    for rank, result in enumerate(results):
+        np.testing.assert_allclose(np.asarray(result).reshape(ranks * rows, n), gathered @ rhs[rank],
+                                   rtol=1e-5, atol=1e-4)
 
 
 def test_nkilib_rmsnorm_quant_row(kernels):

@@ -207,6 +207,9 @@ REFUSALS = {
                                            nl.multiply), ArgumentError, "nl.add, nl.minimum or nl.maximum"),
     "sbuf all_to_all": (lambda x: ncc.all_to_all([_on_sbuf(x.shape)], [_on_sbuf(x.shape)], group_of(2), 0),
                         ArgumentError, "not for all_to_all"),
+    "sbuf collective_permute": (lambda x: ncc.collective_permute([_on_sbuf(x.shape)], [_on_sbuf(x.shape)],
+                                                                 [(0, 1), (1, 0)]),
+                                ArgumentError, "not for all_to_all or collective_permute"),
     "rank outside": (lambda x: ncc.all_reduce([staged(x)], [hbm(x.shape, x.dtype, "d")],
                                               ncc.ReplicaGroup([[0]]), nl.add), ArgumentError, "in no list"),
     "shape": (lambda x: ncc.all_gather([staged(x)], [hbm(x.shape, x.dtype, "d")], group_of(2), 0),
@@ -233,6 +236,24 @@ def test_documented_refusals_name_the_kernel_line(name):
     with pytest.raises(error, match=text) as caught:
         system.launch(kernel_calling(call), 2, [np.zeros((4, 8), np.float32)] * 2)
     assert "test_collectives_functional.py" in str(caught.value)
+
+
+@nki.jit
+def sbuf_ring_step(input, group):
+    """One ring step between SBUF tiles (nki-library's fine-grained all-gather permutes SBUF tiles)."""
+    tile, received = _on_sbuf(input.shape), _on_sbuf(input.shape)
+    nisa.dma_copy(dst=tile, src=input)
+    ncc.collective_permute_implicit(srcs_by_channel=[[tile]], dsts_by_channel=[[received]], replica_group=group)
+    return returned(received)
+
+
+def test_the_ring_permute_takes_sbuf_tiles():
+    """collective_permute_implicit's doc sets no memory (collective_permute's says HBM): SBUF tiles go
+    round the ring, each rank receiving its predecessor's."""
+    xs = inputs(4)
+    results = system.launch(sbuf_ring_step, 4, [(x, group_of(4)) for x in xs])
+    for rank, result in enumerate(results):
+        np.testing.assert_array_equal(result, xs[(rank - 1) % 4])
 
 
 def test_refusals_outside_a_rank_launch_and_for_overlapping_groups():

@@ -371,17 +371,19 @@ def _check_reduce_op(op, call: str) -> None:
 
 
 def _check_placement(call: str, kind: str, tensors: list[NkiTensor], dim) -> None:
-    """NKI's placement rules: one memory for all operands, SBUF only for single-tensor all_reduce,
-    all_gather and reduce_scatter, the collective_dim each allows, and no kernel input or output."""
+    """NKI's placement rules: one memory for all operands, SBUF only with one src and one dst and
+    not for all_to_all or collective_permute (their docs say HBM; the ring permutes' docs set no
+    memory, and nki-library's fine-grained all-gather permutes SBUF tiles), the collective_dim each
+    allows, and no kernel input or output."""
     where = f"nki.collectives.{call}"
     memories = {t.storage.memory for t in tensors}
     if not memories <= {Memory.HBM, Memory.SBUF} or len(memories) > 1:
         raise ArgumentError(f"operands are in {sorted(m.value for m in memories)}; all must be in HBM or all "
                             "in SBUF (mixing memory spaces is not supported)", op=where)
     sbuf = Memory.SBUF in memories
-    if sbuf and (kind in ("all_to_all", "permute") or len(tensors) > 2):
-        raise ArgumentError("SBUF operands take one src and one dst, and not for all_to_all or permutes; "
-                            "coalesced collectives are HBM only", op=where)
+    if sbuf and (call in ("all_to_all", "collective_permute") or len(tensors) > 2):
+        raise ArgumentError("SBUF operands take one src and one dst, and not for all_to_all or "
+                            "collective_permute; coalesced collectives are HBM only", op=where)
     if kind in ("all_gather", "reduce_scatter", "all_to_all"):
         allowed = (0, 1) if sbuf and kind == "all_gather" else (0,)
         if dim not in allowed or (sbuf and kind == "all_gather" and any(len(t.shape) != 2 for t in tensors)):
