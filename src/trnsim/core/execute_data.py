@@ -96,7 +96,7 @@ def _scatter_add(ins: Instruction, io: Operands, flat: np.ndarray, targets: np.n
     if io.strict and written is not None and not written.view(np.bool_)[targets].all():
         raise hazard(ins, f"adds into elements of {view.storage!r} that were never written",
                      hint="initialise the tensor first")
-    _, first, inverse, counts = np.unique(targets, return_index=True, return_inverse=True, return_counts=True)
+    _, inverse, counts = np.unique(targets, return_inverse=True, return_counts=True)
     if counts.size < targets.size and ins.param("unique_indices") is not False:
         repeated = int(targets[np.flatnonzero(counts[inverse] > 1)[0]])
         raise hazard(ins, f"a read-modify-write reaches element {repeated} of {view.storage.name!r} more "

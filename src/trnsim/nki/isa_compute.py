@@ -250,7 +250,9 @@ def _read_modify_write(dst, srcs: list, unique_indices, mode, name):
     if len(srcs) != 2:
         raise ArgumentError(f"a read-modify-write (a vector_offset operand) takes exactly 2 srcs, not "
                             f"{len(srcs)}", op="nisa.dma_compute")
-    if unique_indices is not True:
+    if not isinstance(unique_indices, bool):
+        raise ArgumentError(f"unique_indices={unique_indices!r}; it is True or False", op="nisa.dma_compute")
+    if not unique_indices:
         raise UnsupportedError("dma_compute with vector_offset requires unique_indices=True (NKI: non-unique "
                                "indices are not supported yet)", what="nisa.dma_compute unique_indices=False")
     scatter = isinstance(dst, IndirectTensor)
