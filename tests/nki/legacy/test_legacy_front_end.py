@@ -438,6 +438,31 @@ def test_a_masked_transpose_transposes_the_rectangle_the_mask_keeps():
     np.testing.assert_array_equal(first_rows_transposed(x)[:, :100], x[:100].T)
 
 
+def test_masked_find_index8_and_match_replace8_work_on_the_rectangle_the_mask_keeps():
+    """max8's mask was honoured but nc_find_index8's and nc_match_replace8's were refused
+    (UnsupportedError); indices count from the rectangle's first column."""
+    @nki.jit
+    def top8(x):
+        i_p, i_f = nl.mgrid[0:128, 0:64]
+        tile = nl.load(x)
+        keep = (i_p < 96) & (i_f < 40)
+        peaks = nisa.max8(src=tile[i_p, i_f], mask=keep)
+        where = nisa.nc_find_index8(data=tile[i_p, i_f], vals=peaks, mask=keep)
+        replaced = nisa.nc_match_replace8(data=tile[i_p, i_f], vals=peaks, imm=-1.0, mask=keep)
+        index_out = nl.ndarray((128, 8), dtype=nl.uint32, buffer=nl.shared_hbm)
+        values_out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(index_out, where)
+        nl.store(values_out[i_p, i_f], replaced, mask=keep)
+        return index_out, values_out
+    x = rng.permutation(128 * 64).reshape(128, 64).astype(np.float32)  # no ties
+    index, values = top8(x)
+    expected_index = np.argsort(-x[:96, :40], axis=1)[:, :8]
+    np.testing.assert_array_equal(index[:96], expected_index)
+    expected = x[:96, :40].copy()
+    np.put_along_axis(expected, expected_index, -1.0, axis=1)
+    np.testing.assert_array_equal(values[:96, :40], expected)
+
+
 @pytest.mark.parametrize(("dtype", "operand", "expected_dtype", "expected"), [
     (np.int32, 1.5, np.float32, 4.5),        # a Python float is float32: int32 + 1.5 stayed int32 (4)
     (np.int8, 100, np.int32, 103),           # a Python int is int32: int8 + 100 saturated to 127

@@ -49,7 +49,6 @@ NOT_PASSING = {
     "test_nki_isa_dma_copy.py":
         "two cases expect numpy's IndexError text for an out-of-bounds DMA (trnsim raises HazardError naming "
         "the kernel line)",
-    "test_nki_isa_nc_match_replace8.py": "nc_match_replace8 with mask= is not emulated",
     "test_nki_nl_gather_flattened.py":
         "memsets one element at partition 1..31; engines start an access only at partitions 0/32/64/96 (the "
         "contract refuses it)",

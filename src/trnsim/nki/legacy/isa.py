@@ -201,24 +201,37 @@ def max8(src, mask=None, dtype=None) -> Tile:
     """The 8 largest values of each partition (of the masked columns, with a mask)."""
     call = Call([src], mask)
     tile = new_tile((src.shape[0], 8), result_dtype(dtype, src))
-    rows = call.box[0] if call.box is not None else slice(None)
     if not call.empty:
-        nisa06.max8(dst=tile.base[rows], src=call.operand(src))
+        nisa06.max8(dst=tile.base[_rows(call)], src=call.operand(src))
     return tile
 
 
 def nc_find_index8(data, vals, mask=None, dtype=None) -> Tile:
-    call = Call([], _checked_mask(mask, data), (data.shape[0], 8))
-    tile, dst = call.output(dtype or "uint32")
-    nisa06.nc_find_index8(dst=dst, data=_plain(data), vals=_plain(vals))
+    """Where each of vals' 8 values first occurs in each partition of data (with a mask, in the
+    rectangle of data it keeps: its rows get their indices, counted within its columns)."""
+    call = Call([data], mask)
+    tile = new_tile((data.shape[0], 8), dtype or "uint32")
+    if not call.empty:
+        rows = _rows(call)
+        nisa06.nc_find_index8(dst=tile.base[rows], data=call.operand(data), vals=_plain(vals)[rows])
     return tile
 
 
 def nc_match_replace8(data, vals, imm, dst_idx=None, mask=None, dtype=None) -> Tile:
-    call = Call([], _checked_mask(mask, data), tuple(data.shape))
-    tile, dst = call.output(result_dtype(dtype, data))
-    nisa06.nc_match_replace8(dst=dst, data=_plain(data), vals=_plain(vals), imm=imm, dst_idx=_plain(dst_idx))
+    """data with the first match of each of vals' 8 values in each partition replaced by imm (with a
+    mask, within the rectangle of data it keeps; the rest of the result is not written)."""
+    call = Call([data], mask)
+    tile = new_tile(tuple(data.shape), result_dtype(dtype, data))
+    if not call.empty:
+        rows, dst = _rows(call), tile.base if call.box is None else tile.base[call.box]
+        nisa06.nc_match_replace8(dst=dst, data=call.operand(data), vals=_plain(vals)[rows], imm=imm,
+                                 dst_idx=None if dst_idx is None else _plain(dst_idx)[rows])
     return tile
+
+
+def _rows(call: Call) -> slice:
+    """The partitions a masked per-partition call keeps (all of them without a mask)."""
+    return call.box[0] if call.box is not None else slice(None)
 
 
 def nc_transpose(data, mask=None, dtype=None, engine=engine.unknown) -> Tile:
