@@ -7,6 +7,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from kernel_builders import staged_kernel
+from kernel_helpers import on_chip, to_hbm
 
 import trnsim.nki as nki
 import trnsim.nki.isa as nisa
@@ -382,6 +383,26 @@ def test_tensor_scalar_cumulative(op1, reference):
         dst=d, src=x, op0=nl.add, op1=nl.add, imm0=0.0, imm1=10.0, reduce_cmd=nisa.reduce_cmd.load_reduce),
         [data], None, (8, 12))
     np.testing.assert_allclose(run_record(loaded, "trn2"), 10 + np.cumsum(data, axis=1), rtol=1e-5)
+
+
+def test_tensor_scalar_cumulative_carries_its_accumulator_and_loads_a_column():
+    """reduce_cmd=reduce was refused as not emulated: it goes on from the value the previous scan left
+    in the Vector engine's accumulator; load_reduce takes imm1 as a [P, 1] tile too."""
+    data, start = rand(8, 12, low=0.5, high=1.5), rand(8, 1)
+
+    def kernel(x, s):
+        src, column = on_chip(x), on_chip(s)
+        first = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        second = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_cumulative(dst=first, src=src, op0=nl.add, op1=nl.add, imm0=0.0, imm1=column,
+                                      reduce_cmd=nisa.reduce_cmd.load_reduce)
+        nisa.tensor_scalar_cumulative(dst=second, src=src, op0=nl.add, op1=nl.add, imm0=0.0,
+                                      reduce_cmd=nisa.reduce_cmd.reduce)
+        return to_hbm(first), to_hbm(second)
+    first, second = nki.simulate(kernel)(data, start)
+    sums = np.cumsum(np.concatenate([start, data, data], axis=1), axis=1, dtype=np.float32)
+    np.testing.assert_allclose(first, sums[:, 1:13], rtol=1e-6)
+    np.testing.assert_allclose(second, sums[:, 13:], rtol=1e-6)
 
 
 def test_activate2_prelu_and_column_scale():

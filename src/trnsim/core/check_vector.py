@@ -95,11 +95,15 @@ def _reduce_res_only(ins: Instruction, core) -> None:
 
 
 def reduce_init_with_load(ins: Instruction) -> None:
-    """reduce_init "should only be set when reduce_cmd is load_reduce" (nki.isa.tensor_scalar_reduce);
-    load_reduce itself is refused as not emulated (core/isa.py)."""
-    if ins.param("reduce_init") is not None and ins.param("reduce_cmd") != "load_reduce":
+    """reduce_init "should only be set when reduce_cmd is load_reduce", and "must be provided" then
+    (nki.isa.tensor_scalar_reduce; exponential's default 0.0 counts as unset)."""
+    loads = ins.param("reduce_cmd") == "load_reduce"
+    if ins.param("reduce_init") is not None and not loads:
         _fail(ArgumentError, ins, f"reduce_init is set but reduce_cmd={ins.param('reduce_cmd')}; the "
               f"accumulator loads reduce_init only with reduce_cmd=load_reduce", hint="drop reduce_init")
+    if loads and ins.param("reduce_init") is None:
+        _fail(ArgumentError, ins, "reduce_cmd=load_reduce loads reduce_init into the accumulator, and "
+              "reduce_init is not given", hint="pass reduce_init (a number or a [P, 1] fp32 tile)")
 
 
 @CHECK.register(Opcode.RANGE_SELECT)

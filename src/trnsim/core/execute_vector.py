@@ -33,7 +33,8 @@ def _accumulates(ins: Instruction, io: Operands) -> bool:
 
 def _accumulate(ins: Instruction, io: Operands, values: np.ndarray, out_index: int,
                 default_cmd: str = "reset_reduce") -> None:
-    """The engines' accumulator registers: reset / reduce / reset_reduce, read out to reduce_res.
+    """The engines' accumulator registers: reset / reduce / reset_reduce / load_reduce (reduce_init
+    loaded, then reduced onto), read out to reduce_res.
     The Scalar Engine has its own (activation's `reduce_regs`); the Vector Engine's are shared by
     its accumulating instructions (exponential, range_select, select_reduce, tensor_scalar_reduce:
     the nki.isa docs), so registers are kept per engine and reduction op."""
@@ -45,7 +46,10 @@ def _accumulate(ins: Instruction, io: Operands, values: np.ndarray, out_index: i
     if cmd in ("reset", "reset_reduce") or registers.get(key) is None:
         identity = alu.ALU[op][1] if op in alu.ALU else 0.0
         registers[key] = np.full(io.state.partitions, identity if identity is not None else 0.0, F32)
-    if cmd in ("reduce", "reset_reduce"):
+    if cmd == "load_reduce":
+        registers[key][:partitions] = np.broadcast_to(np.asarray(io.value("reduce_init"), F32).reshape(-1),
+                                                      (partitions,))
+    if cmd in ("reduce", "reset_reduce", "load_reduce"):
         registers[key][:partitions] = alu.reduce(op, np.stack([registers[key][:partitions], part]), axis=0)
     if out_index < len(io.outputs):
         result = registers[key][:partitions] if cmd != "idle" else part
@@ -198,6 +202,10 @@ def _tensor_tensor_scan(ins: Instruction, io: Operands) -> None:
     shape = data0.shape
     data0, data1 = data0.reshape(shape[0], -1), data1.reshape(shape[0], -1)
     carry = np.broadcast_to(_per_partition(io.value("initial", 0.0), 2), (shape[0], 1))[:, 0].astype(F32)
+    cmd, registers = ins.param("reduce_cmd"), io.state.accumulators
+    key = (ins.engine, ins.param("op0"))  # tensor_scalar_cumulative's accumulator: its op1's
+    if cmd == "reduce" and registers.get(key) is not None:
+        carry = registers[key][:shape[0]].copy()
     out = np.empty_like(data0)
     op0, op1 = alu.alu(ins.param("op0")), alu.alu(ins.param("op1"))
     rev0, rev1 = ins.param("reverse0", False), ins.param("reverse1", False)
@@ -206,6 +214,10 @@ def _tensor_tensor_scan(ins: Instruction, io: Operands) -> None:
         carry = (op1(data1[:, t], step) if rev1 else op1(step, data1[:, t])).astype(F32)
         out[:, t] = carry
     io.write(0, out.reshape(shape))
+    if cmd is not None:  # the scan's last value is left in the accumulator
+        if registers.get(key) is None:
+            registers[key] = np.zeros(io.state.partitions, F32)
+        registers[key][:shape[0]] = carry
 
 
 @EXECUTE.register(Opcode.RECIPROCAL)

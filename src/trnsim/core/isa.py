@@ -197,9 +197,11 @@ _COMPARISONS = Param(Kind.CHOICE, choices=("equal", "less", "less_equal", "great
 # affine_select's cmp_op: "comparison operator to use for predicate evaluation" (nki.isa.affine_select)
 _AFFINE_COMPARISON = Param(Kind.CHOICE, choices=("equal", "not_equal", "less", "less_equal", "greater",
                                                   "greater_equal"))
-_REDUCE_CMD = Param(Kind.CHOICE, choices=("idle", "reset", "reduce", "reset_reduce"),
-                    unsupported=("load_reduce",))
+_REDUCE_CMD = Param(Kind.CHOICE, choices=("idle", "reset", "reduce", "reset_reduce"))
 _REDUCTION = {"reduce_op": _REDUCE, "reduce_cmd": _REDUCE_CMD}
+# exponential and tensor_scalar_reduce can also load reduce_init into the accumulator (their docs)
+_LOADING_REDUCTION = {"reduce_op": _REDUCE, "reduce_init": _SCALAR_OPT,
+                      "reduce_cmd": Param(Kind.CHOICE, choices=(*_REDUCE_CMD.choices, "load_reduce"))}
 _DGE_MODE = Param(Kind.CHOICE, choices=(0, 1, 2, 3))  # nisa.dge_mode: unknown, swdge, hwdge, none
 _TILING = Param(Kind.INTS)  # tile_position / tile_size: () or (rows, cols); CHECK knows the values
 _MATMUL = {"accumulate": Param(Kind.BOOL, optional=True), "tile_position": _TILING,
@@ -256,18 +258,21 @@ SPECS: dict[Opcode, InstructionSpec] = {s.opcode: s for s in (
           params={"op": _REDUCE, "axis": Param(Kind.INTS), "negate": _BOOL, "keepdims": _BOOL}),
     _spec(Opcode.TENSOR_SCALAR_REDUCE, _V, outputs=("dst", "reduce_res?"),
           params={"op0": _OP0, "operand0": _SCALAR_OPT, "reverse0": _BOOL, "reduce_res_negate": _BOOL,
-                  **_REDUCTION, "reduce_init": _SCALAR_OPT}),
+                  **_LOADING_REDUCTION}),
     _spec(Opcode.TENSOR_TENSOR_SCAN, _V, inputs=("data0", "data1"),
           params={"initial": _SCALAR, "op0": _ALU, "op1": _ALU, "reverse0": _BOOL, "reverse1": _BOOL,
                   # tensor_scalar_cumulative: data0 pre_op pre_operand first
                   "pre_op": _ALU_OPT, "pre_operand": _SCALAR_OPT,
-                  "pre_reverse": Param(Kind.BOOL, optional=True)}),
+                  "pre_reverse": Param(Kind.BOOL, optional=True),
+                  # tensor_scalar_cumulative's use of the Vector engine's accumulator registers
+                  "reduce_cmd": Param(Kind.CHOICE, optional=True,
+                                      choices=("reset_reduce", "reduce", "load_reduce"))}),
     _spec(Opcode.TENSOR_PARTITION_REDUCE, _G, params={"op": Param(Kind.PARTITION_REDUCE)}),
     _spec(Opcode.BN_STATS, _V),
     _spec(Opcode.BN_AGGR, _V),
     _spec(Opcode.RECIPROCAL, _V),
     _spec(Opcode.EXPONENTIAL, _V, outputs=("dst", "reduce_res?"), inputs=("src",), first_generation=4,
-          params={"max_value": _SCALAR, **_REDUCTION, "reduce_init": _SCALAR_OPT}),
+          params={"max_value": _SCALAR, **_LOADING_REDUCTION}),
     _spec(Opcode.AFFINE_SELECT, _G, inputs=("on_true_tile",),
           params={**_AFFINE, "on_false_value": _NUMBER, "cmp_op": _AFFINE_COMPARISON}),
     _spec(Opcode.RANGE_SELECT, _V, outputs=("dst", "reduce_res?"), inputs=("on_true_tile",),

@@ -127,22 +127,28 @@ _CUMULATIVE_START = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "maximum": fl
 
 def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=_RESET_REDUCE, name=None):
     """reg = op1(src[i] op0 imm0, reg); dst[i] = reg along the free dims (a scan on the Vector engine);
-    imm0 is a number or a [P, 1] tile."""
+    imm0 is a number or a [P, 1] tile. reg starts at op1's identity (reset_reduce), at imm1 (a number
+    or a [P, 1] tile: load_reduce) or where the engine's accumulator was left (reduce), and the scan's
+    last value stays in the accumulator."""
     combine, command = op_name(op1), _enum_value(reduce_cmd)
     if not isinstance(combine, str) or combine not in _CUMULATIVE_START:
         raise UnsupportedError(f"tensor_scalar_cumulative op1={combine}; it takes "
                                f"{sorted(_CUMULATIVE_START)}", what="nisa.tensor_scalar_cumulative")
-    if command == "reduce":
-        raise UnsupportedError("tensor_scalar_cumulative with reduce_cmd=reduce (carrying the accumulator "
-                               "across instructions) is not emulated", what="reduce_cmd.reduce")
-    start = _number(imm1) if command == "load_reduce" else _CUMULATIVE_START[combine]
-    if not isinstance(imm0, NkiTensor) and (isinstance(imm0, bool) or not isinstance(imm0, Real)):
+    if not _number_or_tile(imm0):
         raise ArgumentError(f"imm0={imm0!r}; it must be a number or a [P, 1] tile",
                             op="nisa.tensor_scalar_cumulative")
+    if command == "load_reduce" and not _number_or_tile(imm1):
+        raise ArgumentError(f"imm1={imm1!r}; load_reduce starts from imm1, a number or a [P, 1] tile",
+                            op="nisa.tensor_scalar_cumulative")
     srcs = _Inputs([src, src])  # the scan's data0 and data1 (op1 bypass ignores data1)
+    start = srcs.ref(imm1) if command == "load_reduce" else _CUMULATIVE_START[combine]
     params = {"initial": start, "op0": combine, "op1": "bypass", "pre_op": op_name(op0),
-              "pre_operand": srcs.ref(imm0), "pre_reverse": False}
+              "pre_operand": srcs.ref(imm0), "pre_reverse": False, "reduce_cmd": command}
     return _issue(Opcode.TENSOR_TENSOR_SCAN, dst, srcs, params, None, name)
+
+
+def _number_or_tile(value) -> bool:
+    return isinstance(value, NkiTensor) or (isinstance(value, Real) and not isinstance(value, bool))
 
 
 def tensor_partition_reduce(dst, op, data, name=None):
@@ -163,8 +169,9 @@ def reciprocal(dst, data, name=None):
 
 def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=_IDLE, reduce_init=0.0, name=None):
     srcs = _Inputs([src])
+    loads = _enum_value(reduce_cmd) == "load_reduce"  # else 0.0, the default, means unset
     params = {"max_value": srcs.ref(max_value), **_reduce_params("add", reduce_cmd),
-              "reduce_init": None if _is_zero(reduce_init) else srcs.ref(reduce_init)}
+              "reduce_init": srcs.ref(reduce_init) if loads or not _is_zero(reduce_init) else None}
     return _issue(Opcode.EXPONENTIAL, (dst, reduce_res), srcs, params, None, name)
 
 

@@ -120,6 +120,20 @@ def test_a_tile_has_no_truth_value():
         branches(normal(128, 4))
 
 
+def test_an_hbm_argument_is_true_as_any_object():
+    """`nl.load(imm1) if imm1 else None` (the SDK's tensor_scalar_cumulative test) asks whether an
+    optional argument was given; it was refused like `if tile > x:`."""
+    @nki.jit
+    def optional_bias(a, bias=None):
+        t = nl.load(a)
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, t + nl.load(bias) if bias else t)
+        return out
+    a, b = normal(128, 4), normal(128, 4)
+    np.testing.assert_array_equal(optional_bias(a, b), a + b)
+    np.testing.assert_array_equal(optional_bias(a), a)
+
+
 @pytest.mark.parametrize(("body", "error", "message"), [
     ("nl.load(a[nl.arange(64)[:, None], nl.arange(64)[None, :], 999])", ShapeError,
      "3 indices for a tensor of 2 dims"),

@@ -346,6 +346,7 @@ def _with_dst(function, name: str):
 
 
 select_reduce = _with_dst(nisa06.select_reduce, "select_reduce")
+tensor_scalar_cumulative = _with_dst(nisa06.tensor_scalar_cumulative, "tensor_scalar_cumulative")
 tensor_copy_predicated = _with_dst(nisa06.tensor_copy_predicated, "tensor_copy_predicated")
 nc_stream_shuffle = _with_dst(nisa06.nc_stream_shuffle, "nc_stream_shuffle")
 

@@ -67,7 +67,11 @@ class _Operators:
     __rshift__, __rrshift__ = _op("right_shift"), _op("right_shift", True)
 
     def __bool__(self):
-        """`if tile > x:`: a tile's values are not known while the kernel is traced."""
+        """`if tile > x:`: a tile's values are not known while the kernel is traced. An HBM tensor
+        is true, as any Python object: `if bias:` asks whether an optional kernel argument was given
+        (the SDK's test_nki_isa_tensor_scalar_cumulative.py writes `nl.load(imm1) if imm1 else None`)."""
+        if isinstance(self, Tile) and self.pending is None and self.base.storage.memory is Memory.HBM:
+            return True
         raise ArgumentError("a tile has no truth value while the kernel is traced (`if`, `and`, `or`, `not` "
                             "on a tile)", where=SourceLoc.of_caller(),
                             hint="select values with nl.where or mask= with index expressions; "
