@@ -111,6 +111,8 @@ def misuse(case):
             nisa.dma_compute(dst=data, srcs=[picked, data], reduce_op=nl.add)
         elif case == "hbm data":
             nisa.dma_compute(dst=dst, srcs=[dst, values], reduce_op=nl.add)
+        elif case == "junk source":
+            nisa.dma_compute(dst=dst, srcs=[dst, None], reduce_op=nl.add)
     return kernel
 
 
@@ -120,6 +122,7 @@ def misuse(case):
     ("no dst source", ArgumentError, "one source that is dst's own access"),
     ("sbuf indirect", ArgumentError, "must be in HBM"),
     ("hbm data", ArgumentError, "must be an SBUF tile"),
+    ("junk source", ArgumentError, r"srcs\[1\] is None; it must be a tile"),
 ])
 @pytest.mark.parametrize("values_too", [True, False])
 def test_misuse_is_refused_at_the_kernel_line_in_value_and_trace_runs(case, error, match, values_too):

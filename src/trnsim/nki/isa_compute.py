@@ -8,7 +8,7 @@ import numpy as np
 
 from trnsim.core.isa import Memory, Opcode
 from trnsim.errors import ArgumentError, KernelError, ShapeError, SourceLoc, UnsupportedError
-from trnsim.nki import backend
+from trnsim.nki import backend, calls
 from trnsim.nki.isa import (
     _enum_value,
     _Inputs,
@@ -257,6 +257,10 @@ def _read_modify_write(dst, srcs: list, unique_indices, mode, name):
     if len(srcs) != 2:
         raise ArgumentError(f"a read-modify-write (a vector_offset operand) takes exactly 2 srcs, not "
                             f"{len(srcs)}", op="nisa.dma_compute")
+    for index, view in enumerate(srcs):
+        if not isinstance(view, NkiTensor):
+            raise ArgumentError(f"srcs[{index}] is {calls.describe(view)}; it must be a tile (an nl.ndarray "
+                                f"or a view of one)", op="nisa.dma_compute")
     if not isinstance(unique_indices, bool):
         raise ArgumentError(f"unique_indices={unique_indices!r}; it is True or False", op="nisa.dma_compute")
     if not unique_indices:
