@@ -26,7 +26,8 @@ CASES = {
     "huge tile": (lambda t: nl.ndarray((10**20, 4), dtype=nl.float32, buffer=nl.sbuf), "partitions"),
     "tile_position array": (lambda t: nisa.nc_matmul(dst=_psum(), stationary=t[:, 0:128], moving=t,
                                                      tile_position=np.array([0, 0])), "tile_position="),
-    "engine array": (lambda t: nisa.memset(dst=t, value=0.0, engine=np.ones(3)), "engine="),
+    "engine array": (lambda t: nisa.memset(dst=t, value=0.0, engine=np.ones(3)),
+                     r"engine is a numpy array .*; it must be one of \['dma', "),
 }
 
 

@@ -14,11 +14,16 @@ it defines, so that:
 
 from __future__ import annotations
 
+import enum
 import functools
 import inspect
 from numbers import Integral, Real
 
+import numpy as np
+
+from trnsim.core.isa import Engine
 from trnsim.errors import ArgumentError, SourceLoc, TrnsimError
+from trnsim.nki import dtypes
 from trnsim.nki.tensor import NkiTensor
 
 _OLD_API_KEYWORDS = {"mask": "mask= belongs to the old neuronxcc.nki API; in NKI 0.6 slice the tiles instead"}
@@ -46,21 +51,51 @@ def _is_integers(value) -> bool:
     return _is_integer(value) or (isinstance(value, tuple | list) and all(map(_is_integer, value)))
 
 
+def _is_name(value) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _is_option(value) -> bool:
+    """An enum member (nisa.engine.vector, nisa.reduce_cmd.reduce) or its string value; which
+    members are legal is the instruction contract's business (core/isa.py)."""
+    return isinstance(value, enum.Enum | str)
+
+
+def _is_bool(value) -> bool:
+    return isinstance(value, bool | np.bool_)
+
+
+def _is_dtype(value) -> bool:
+    """A dtype trnsim knows (else dtypes.dtype raises the DTypeError that lists them)."""
+    dtypes.dtype(value)
+    return True
+
+
 TILE = (_is_tile, "a tile (an nl.ndarray or a view of one)")
 INTEGER = (_is_integer, "an integer")
 TILE_OR_NUMBER = (_is_tile_or_number, "a tile or a number")
 AXES = (_is_integers, "an axis or a tuple of axes (integers)")
 SHAPE = (_is_integers, "a shape (a tuple of integers)")
+NAME = (_is_name, "a string")
+ENGINE = (_is_option, f"one of {sorted(engine.value for engine in Engine)} (nisa.engine.*)")
+REDUCE_CMD = (_is_option, "a nisa.reduce_cmd member (idle, reset, reduce, reset_reduce, load_reduce)")
+BOOL = (_is_bool, "True or False")
+DTYPE = (_is_dtype, "a dtype")
+BUFFER = (lambda value: isinstance(value, dtypes.MemoryRegion),
+          "a memory region (nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm or nl.private_hbm)")
+FUNCTION = (callable, "a function")
 
 NISA_ARGUMENTS = {name: TILE for name in (
     "dst", "src", "data", "data0", "data1", "data2", "stationary", "moving", "stationary_scale",
     "moving_scale", "predicate", "on_true_tile", "on_true", "vals", "indices", "index", "src_buffer",
-    "segment_ids", "dst_idx", "reduce_res", "dst_scale", "val_dst", "idx_dst")} | {"n": INTEGER}
+    "segment_ids", "dst_idx", "reduce_res", "dst_scale", "val_dst", "idx_dst")} | {"n": INTEGER} | {
+    "name": NAME, "engine": ENGINE, "reduce_cmd": REDUCE_CMD}
 """What the `nisa` arguments of these names are, in every call that has them."""
 NL_ARGUMENTS = {name: TILE for name in ("x", "y", "src", "dst", "data", "indices", "condition", "w",
                                          "value")} | {
     name: INTEGER for name in ("start", "stop", "step", "lower", "upper", "n", "size")} | {
-    "axis": AXES, "shape": SHAPE}
+    "axis": AXES, "shape": SHAPE, "name": NAME, "dtype": DTYPE, "buffer": BUFFER, "keepdims": BOOL,
+    "transpose_x": BOOL, "body_fun": FUNCTION}
 """What the `nl` arguments of these names are; a function lists in `scalar_arguments` those of its
 arguments that may also be numbers (`nl.add(x, 2.0)`)."""
 
@@ -83,12 +118,12 @@ def _checked(function, call_name: str, kinds: dict):
 
     @functools.wraps(function)
     def call(*args, **kwargs):
-        for index, name, may_be_none, (valid, what) in checks:
-            value = args[index] if index < len(args) else kwargs.get(name, _ABSENT)
-            if value is _ABSENT or (value is None and may_be_none) or valid(value):
-                continue
-            raise ArgumentError(f"{name} is {describe(value)}; it must be {what}", op=call_name)
         try:
+            for index, name, may_be_none, (valid, what) in checks:
+                value = args[index] if index < len(args) else kwargs.get(name, _ABSENT)
+                if value is _ABSENT or (value is None and may_be_none) or valid(value):
+                    continue
+                raise ArgumentError(f"{name} is {describe(value)}; it must be {what}", op=call_name)
             return function(*args, **kwargs)
         except TrnsimError as error:
             error.locate(SourceLoc.of_caller(), call_name)

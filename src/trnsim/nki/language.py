@@ -10,6 +10,7 @@ import builtins
 import contextlib
 import math
 import os
+from numbers import Integral
 
 import numpy as np
 
@@ -98,9 +99,12 @@ def _address(address):
     """NKI takes a byte address or (base partition, byte address)."""
     if address is None:
         return None
-    if isinstance(address, tuple | list):
-        return (int(address[0]), int(address[-1])) if len(address) > 1 else int(address[0])
-    return int(address)
+    parts = list(address) if isinstance(address, tuple | list) else [address]
+    integers = builtins.all(isinstance(part, Integral) and not isinstance(part, bool) for part in parts)
+    if not 1 <= len(parts) <= 2 or not integers:
+        raise ArgumentError(f"address={address!r}; it is a byte address or (base partition, byte address), "
+                            "integers", op="nl.ndarray")
+    return (int(parts[0]), int(parts[-1])) if len(parts) > 1 else int(parts[0])
 
 
 def full(shape, fill_value, dtype, buffer=sbuf, name: str = "") -> NkiTensor:
