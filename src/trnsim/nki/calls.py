@@ -55,7 +55,7 @@ def _is_name(value) -> bool:
     return value is None or isinstance(value, str)
 
 
-def _is_option(value) -> bool:
+def is_option(value) -> bool:
     """An enum member (nisa.engine.vector, nisa.reduce_cmd.reduce) or its string value; which
     members are legal is the instruction contract's business (core/isa.py)."""
     return isinstance(value, enum.Enum | str)
@@ -77,8 +77,8 @@ TILE_OR_NUMBER = (_is_tile_or_number, "a tile or a number")
 AXES = (_is_integers, "an axis or a tuple of axes (integers)")
 SHAPE = (_is_integers, "a shape (a tuple of integers)")
 NAME = (_is_name, "a string")
-ENGINE = (_is_option, f"one of {sorted(engine.value for engine in Engine)} (nisa.engine.*)")
-REDUCE_CMD = (_is_option, "a nisa.reduce_cmd member (idle, reset, reduce, reset_reduce, load_reduce)")
+ENGINE = (is_option, f"one of {sorted(engine.value for engine in Engine)} (nisa.engine.*)")
+REDUCE_CMD = (is_option, "a nisa.reduce_cmd member (idle, reset, reduce, reset_reduce, load_reduce)")
 BOOL = (_is_bool, "True or False")
 DTYPE = (_is_dtype, "a dtype")
 BUFFER = (lambda value: isinstance(value, dtypes.MemoryRegion),
@@ -100,11 +100,13 @@ NL_ARGUMENTS = {name: TILE for name in ("x", "y", "src", "dst", "data", "indices
 arguments that may also be numbers (`nl.add(x, 2.0)`)."""
 
 
-def checked_calls(namespace: dict, prefix: str, kinds: dict | None = None) -> None:
+def checked_calls(namespace: dict, prefix: str, kinds: dict | None = None,
+                  helpers: tuple[str, ...] = ()) -> None:
     """Wrap the public functions of a front-end module (its `globals()`) in place; arguments named
-    in `kinds` must be of that kind."""
+    in `kinds` must be of that kind. Functions from the `helpers` modules are the module's own
+    tools, imported for its use, not calls of the API: they are left as they are."""
     for name, value in list(namespace.items()):
-        if (not name.startswith("_") and inspect.isfunction(value)
+        if (not name.startswith("_") and inspect.isfunction(value) and value.__module__ not in helpers
                 and value.__module__.startswith("trnsim.nki") and not hasattr(value, "checked_call")):
             namespace[name] = _checked(value, f"{prefix}.{name}", kinds or {})
 

@@ -117,6 +117,10 @@ def _values(value):
 
 def arange(start, stop=None, step=1) -> IndexExpr:
     """`nl.arange`: a 1-D index expression (use [:, None] / [None, :] to place it on an axis)."""
+    bounds = (start, step) if stop is None else (start, stop, step)
+    if not all(isinstance(b, numbers.Integral) and not isinstance(b, bool) for b in bounds) or step == 0:
+        raise ShapeError(f"nl.arange({start!r}, {stop!r}, {step!r}): start, stop and step are integers, step "
+                         f"not 0", hint="nl.arange(128) or nl.arange(0, 512, 2)")
     return IndexExpr(np.arange(start, stop, step) if stop is not None else np.arange(start))
 
 

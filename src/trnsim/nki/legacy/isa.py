@@ -26,8 +26,11 @@ from trnsim.nki.isa import (  # noqa: F401 - enums and queries the old nisa shar
 )
 from trnsim.nki.legacy.index import IndexExpr
 from trnsim.nki.legacy.language import _add_into, _copy_into, _plain, _whole_mask
+from trnsim.nki.legacy.operands import ARGUMENTS as _ARGUMENTS
+from trnsim.nki.legacy.operands import HELPERS as _HELPERS
 from trnsim.nki.legacy.operands import Call, PendingMatmul, in_sbuf, is_tile, new_tile, result_dtype
-from trnsim.nki.legacy.tile import Tile, affine_steps
+from trnsim.nki.legacy.tile import Tile
+from trnsim.nki.legacy.tile import affine_steps as _affine_steps
 
 tensor_engine, vector_engine = engine.tensor, engine.vector
 scalar_engine, gpsimd_engine = engine.scalar, engine.gpsimd
@@ -248,7 +251,7 @@ def nc_transpose(data, mask=None, dtype=None, engine=engine.unknown) -> Tile:
 
 
 def memset(shape, value, dtype, mask=None, engine=engine.unknown) -> Tile:
-    call = Call([], mask, tuple(shape))
+    call = Call([], mask, tuple(shape) if isinstance(shape, tuple | list) else (shape,))
     tile, dst = call.output(dtype)
     if not call.empty:
         nisa06.memset(dst=dst, value=value, engine=engine)
@@ -262,7 +265,7 @@ def iota(expr, dtype, mask=None) -> Tile:
                          hint="build it from nl.arange / nl.mgrid, e.g. nl.arange(128)[:, None] * 4")
     values = expr.values if expr.values.ndim >= 2 else expr.values.reshape(1, -1)
     shape = tuple(np.broadcast_shapes(values.shape, (1, 1)))
-    steps = affine_steps(values, "iota")
+    steps = _affine_steps(values, "iota")
     call = Call([], mask, shape)
     tile, dst = call.output(dtype)
     if call.empty:
@@ -287,7 +290,7 @@ def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None) -> 
     if call.empty:
         return tile
     values = values[call.box] if call.box is not None else values  # the pattern of the kept rectangle
-    steps = affine_steps(values, "affine_select's predicate")
+    steps = _affine_steps(values, "affine_select's predicate")
     pattern = [[step, n] for step, n in zip(steps[1:], values.shape[1:], strict=True)]
     nisa06.affine_select(dst=dst, pattern=pattern, channel_multiplier=steps[0],
                          on_true_tile=in_sbuf(call.operand(on_true_tile)), on_false_value=on_false_value,
@@ -315,7 +318,11 @@ def dma_transpose(src, axes=None, mask=None, dtype=None, dge_mode=dge_mode.unkno
     """A DMA transpose (NKI 0.6's default axes when none are given; `dge_mode` as the SDK's tests
     pass it); dma_transpose does not cast, so another `dtype` is a copy after it."""
     _whole_mask(mask, [src], "nisa.dma_transpose")
-    order = tuple(axes) if axes is not None else _default_transpose_axes(len(src.shape))
+    rank = len(src.shape)
+    order = _default_transpose_axes(rank) if axes is None else tuple(axes) if isinstance(axes, tuple | list) \
+        else (axes,)
+    if sorted(order) != list(range(rank)):
+        raise ShapeError(f"axes={axes!r} is not a permutation of the {rank} dims of src {list(src.shape)}")
     moved = new_tile(tuple(src.shape[a] for a in order), src.dtype)
     nisa06.dma_transpose(dst=moved.base, src=_plain(src), axes=order, dge_mode=dge_mode)
     wanted = result_dtype(dtype, src)
@@ -380,4 +387,4 @@ def sequence_bounds(segment_ids, dtype=None) -> Tile:
     return tile
 
 
-calls.checked_calls(globals(), "nisa")
+calls.checked_calls(globals(), "nisa", _ARGUMENTS, _HELPERS)

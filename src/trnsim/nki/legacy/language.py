@@ -18,7 +18,7 @@ import numpy as np
 
 import trnsim
 from trnsim.core.isa import Memory
-from trnsim.errors import UnsupportedError
+from trnsim.errors import ArgumentError, UnsupportedError
 from trnsim.nki import backend, calls, dtypes
 from trnsim.nki import isa as nisa06
 from trnsim.nki import language as nl06
@@ -48,17 +48,20 @@ from trnsim.nki.language import (  # noqa: F401 - the names the old nl shares wi
     uint32,
 )
 from trnsim.nki.legacy.index import Predicate, arange, mgrid, par_dim  # noqa: F401
+from trnsim.nki.legacy.operands import ARGUMENTS as _ARGUMENTS
+from trnsim.nki.legacy.operands import HELPERS as _HELPERS
 from trnsim.nki.legacy.operands import (
     Call,
     PendingMatmul,
     PendingReduce,
-    holds_values,
     in_sbuf,
     is_tile,
     new_tile,
     note_values,
 )
-from trnsim.nki.legacy.tile import BlockTile, Indexed, Tile, on_chip, unwrap, wrap
+from trnsim.nki.legacy.operands import holds_values as _holds_values
+from trnsim.nki.legacy.tile import BlockTile, Indexed, Tile, unwrap, wrap
+from trnsim.nki.legacy.tile import on_chip as _on_chip
 from trnsim.nki.tensor import DynSlice, IndirectTensor
 
 
@@ -152,7 +155,7 @@ def full_like(a, fill_value, dtype=None, buffer=None, name: str = "",
 
 
 def rand(shape, dtype=float32) -> Tile:
-    return wrap(nl06.rand(tuple(shape), dtype))
+    return wrap(nl06.rand(tuple(shape) if isinstance(shape, tuple | list) else (shape,), dtype))
 
 
 def random_seed(seed, mask=None) -> None:
@@ -219,7 +222,7 @@ def atomic_rmw(dst, value, op, mask=None):
 
 def _add_into(target, value, op, what: str, unique: bool, oob) -> None:
     """target += value by the DMA engines: the old API's read-modify-writes (op np.add only)."""
-    if nisa06.op_name(op) != "add":
+    if not _is_add(op):
         raise UnsupportedError(f"{what} supports op=np.add only, not {op!r}", what=f"{what} op")
     if not is_tile(value):  # a number: the tile it stands for, made on chip first
         staged = backend.new_tensor(target.shape, target.dtype, dtypes.SBUF)
@@ -269,7 +272,7 @@ def update(tile, op: str, value) -> None:
         tile.written = None  # written whole from here on (see assign)
     if op == "add" and pending is not None and view.storage.memory is Memory.PSUM:
         value.pending = None
-        pending.issue(view, accumulate=True if holds_values(view) else None)
+        pending.issue(view, accumulate=True if _holds_values(view) else None)
         return
     from trnsim.nki.legacy import math
     note_values(view)
@@ -298,6 +301,7 @@ def static_cast(input_data, dtype):
 
 def matmul(x, y, transpose_x=False, mask=None) -> Tile:
     """x @ y (x given as [K, M] with transpose_x): a pending result, as nisa.nc_matmul's."""
+    _tiles("nl.matmul", x=x, y=y)
     _whole_mask(mask, [], "nl.matmul")
     stationary = _plain(x) if transpose_x else nl06.transpose(_plain(x))
     return Tile(None, pending=PendingMatmul(stationary, _plain(y), {}))
@@ -324,6 +328,7 @@ def gather_flattened(data, indices, mask=None, dtype=None) -> Tile:
 def loop_reduce(x, op, loop_indices, dtype=None, mask=None) -> Tile:
     """Reduce `x` into the tile this result is assigned to: `acc[...] = nl.loop_reduce(x, np.add, i)`,
     or `acc = nl.loop_reduce(...)` as the SDK's docstring writes it (acc = op(acc, x) in place)."""
+    _tiles("nl.loop_reduce", x=x)
     _whole_mask(mask, [x], "nl.loop_reduce")
     from trnsim.nki.legacy.isa import _op
     pending = PendingReduce(_plain(x), _op(op), dtype)
@@ -342,7 +347,7 @@ def _assigned_tile() -> Tile | None:
         frame = frame.f_back
     name = frame and _assignment_targets(frame.f_code).get(frame.f_lineno)
     tile = frame.f_locals.get(name) if name else None
-    return tile if type(tile) is Tile and tile.pending is None and on_chip(tile) else None
+    return tile if type(tile) is Tile and tile.pending is None and _on_chip(tile) else None
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(trnsim.__file__)) + os.sep
@@ -373,6 +378,18 @@ def ds(start, size) -> DynSlice:
 
 
 # --- helpers for calls that take no mask ----------------------------------------------------------
+def _tiles(call: str, **operands) -> None:
+    """Operands that must be tiles (numbers go elsewhere in these calls)."""
+    for name, value in operands.items():
+        if not is_tile(value):
+            raise ArgumentError(f"{name} is {calls.describe(value)}; {call} takes a tile there")
+
+
+def _is_add(op) -> bool:
+    name = nisa06.op_name(op)
+    return isinstance(name, str) and name == "add"
+
+
 def _plain(value):
     """A Tile or indexed tile as the 0.6 front end's view; anything else unchanged."""
     if isinstance(value, Indexed):
@@ -405,4 +422,4 @@ from trnsim.nki.legacy.math import PUBLIC  # noqa: E402 - the math half of the o
 
 globals().update(PUBLIC)
 
-calls.checked_calls(globals(), "nl")
+calls.checked_calls(globals(), "nl", _ARGUMENTS, _HELPERS)

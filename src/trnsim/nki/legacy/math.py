@@ -12,6 +12,8 @@ from trnsim.errors import ArgumentError, ShapeError, UnsupportedError
 from trnsim.nki import calls, dtypes
 from trnsim.nki import isa as nisa06
 from trnsim.nki import language as nl06
+from trnsim.nki.legacy.operands import ARGUMENTS as _ARGUMENTS
+from trnsim.nki.legacy.operands import HELPERS as _HELPERS
 from trnsim.nki.legacy.operands import Call, is_tile, new_tile, result_dtype
 from trnsim.nki.legacy.tile import Tile, wrap
 
@@ -84,6 +86,8 @@ def _delegate(function, name: str):
     """A 0.6 `nl` call under the old convention: tiles in, a tile out. A mask cuts the tile
     operands to its rectangle; the result is then copied into the rectangle of a full-size tile."""
     def op(*args, mask=None, **kwargs):
+        if not args:
+            raise ArgumentError(f"nl.{name} takes its operand first (nl.{name}(x, ...))")
         call = Call([args[0]] if is_tile(args[0]) else [], mask)
         reduced = _reduced_axes(name, args, kwargs, len(call.shape))
         def cut(value):
@@ -152,4 +156,4 @@ PUBLIC = {
 }
 """The math names of the old nl (legacy/language.py adds them to its namespace)."""
 PUBLIC["bitwise_not"] = PUBLIC["invert"]
-calls.checked_calls(PUBLIC, "nl")
+calls.checked_calls(PUBLIC, "nl", _ARGUMENTS, _HELPERS)

@@ -8,13 +8,14 @@ operand and of the destination, and allocates the result tile the old compiler w
 from __future__ import annotations
 
 import math
+from numbers import Integral
 
 import numpy as np
 
 from trnsim.core.isa import Memory
 from trnsim.core.memory import DType
 from trnsim.errors import ArgumentError, ShapeError
-from trnsim.nki import backend, dtypes
+from trnsim.nki import backend, calls, dtypes
 from trnsim.nki import isa as nisa06
 from trnsim.nki.legacy.index import mask_box, par_dim, partition_axis
 from trnsim.nki.legacy.tile import BlockTile, Indexed, Tile
@@ -23,6 +24,19 @@ from trnsim.nki.tensor import NkiTensor
 
 def is_tile(value) -> bool:
     return isinstance(value, Tile | Indexed | NkiTensor)
+
+
+ARGUMENTS = {name: (is_tile, "a tile") for name in (
+    "src", "dst", "a", "data", "data0", "data1", "data2", "stationary", "moving", "on_true_tile", "vals",
+    "dst_idx", "src_buffer", "segment_ids")} | {
+    "name": calls.NAME, "dtype": calls.DTYPE, "buffer": calls.BUFFER, "keepdims": calls.BOOL,
+    "transpose_x": calls.BOOL, "engine": calls.ENGINE, "reduce_cmd": calls.REDUCE_CMD, "axis": calls.AXES,
+    "axes": calls.AXES, "perf_mode": (calls.is_option, "a nisa.matmul_perf_mode member"),
+    "shape": (lambda value: isinstance(value, tuple | list | Integral), "a shape (a tuple of sizes)")}
+"""What the old API's arguments of these names are, in every call that has them (numbers go where
+`x`, `y` and `value` go, so those are left to the calls)."""
+HELPERS = ("trnsim.nki.legacy.operands", "trnsim.nki.legacy.tile")
+"""Modules whose functions the old `nl` / `nisa` modules import for their own use (not API calls)."""
 
 
 def shape_of(value) -> tuple[int, ...]:
