@@ -243,7 +243,8 @@ def sbuf_ring_step(input, group):
     """One ring step between SBUF tiles (nki-library's fine-grained all-gather permutes SBUF tiles)."""
     tile, received = _on_sbuf(input.shape), _on_sbuf(input.shape)
     nisa.dma_copy(dst=tile, src=input)
-    ncc.collective_permute_implicit(srcs_by_channel=[[tile]], dsts_by_channel=[[received]], replica_group=group)
+    ncc.collective_permute_implicit(srcs_by_channel=[[tile]], dsts_by_channel=[[received]],
+                                    replica_group=group)
     return returned(received)
 
 

@@ -28,7 +28,11 @@ from trnsim.nki.legacy.index import IndexExpr
 from trnsim.nki.legacy.language import _add_into, _copy_into, _plain, _whole_mask
 from trnsim.nki.legacy.operands import ARGUMENTS as _ARGUMENTS
 from trnsim.nki.legacy.operands import HELPERS as _HELPERS
-from trnsim.nki.legacy.operands import Call, PendingMatmul, in_sbuf, is_tile, new_tile, result_dtype
+from trnsim.nki.legacy.operands import Call, PendingMatmul
+from trnsim.nki.legacy.operands import in_sbuf as _in_sbuf
+from trnsim.nki.legacy.operands import is_tile as _is_tile
+from trnsim.nki.legacy.operands import new_tile as _new_tile
+from trnsim.nki.legacy.operands import result_dtype as _result_dtype
 from trnsim.nki.legacy.tile import Tile
 from trnsim.nki.legacy.tile import affine_steps as _affine_steps
 
@@ -64,10 +68,10 @@ def _compute(function, data, dtype, mask, shape=None, buffer=None, columns=(), *
     """Issue `function(dst=..., data=..., **operands)` into a new tile over the call's iterations.
     `columns` names operands that are per-partition scalars ([P, 1] tiles or numbers)."""
     call = Call([data], mask) if shape is None else Call([], _checked_mask(mask, data), shape)
-    tile, dst = call.output(result_dtype(dtype, data), buffer)
+    tile, dst = call.output(_result_dtype(dtype, data), buffer)
     if call.empty:
         return tile
-    views = {name: (call.column(v) if name in columns else call.operand(v)) if is_tile(v) else _op(v)
+    views = {name: (call.column(v) if name in columns else call.operand(v)) if _is_tile(v) else _op(v)
              for name, v in operands.items()}
     if data is not None:
         views["data"] = call.operand(data) if shape is None else _plain(data)
@@ -88,7 +92,7 @@ def _rectangle(function, data, dtype, mask, shape, place, buffer=None, **params)
     if call.box is None or call.empty:
         return _compute(function, data, dtype, mask, shape=shape, buffer=buffer, **params)
     kept = call.view(data, broadcast=False)
-    tile = new_tile(shape, result_dtype(dtype, data), buffer)
+    tile = _new_tile(shape, _result_dtype(dtype, data), buffer)
     function(dst=tile.base[place(call.box, kept)], data=kept, **{k: _op(v) for k, v in params.items()})
     return tile
 
@@ -108,7 +112,7 @@ def activation_reduce(op, data, reduce_op, reduce_res, bias=None, scale=1.0, mas
 
 def tensor_tensor(data1, data2, op, dtype=None, mask=None, engine=engine.unknown) -> Tile:
     call = Call([data1, data2], mask)
-    tile, dst = call.output(result_dtype(dtype, data1, data2))
+    tile, dst = call.output(_result_dtype(dtype, data1, data2))
     if not call.empty:
         nisa06.tensor_tensor(dst=dst, data1=call.operand(data1), data2=call.operand(data2), op=_op(op),
                              engine=engine)
@@ -137,7 +141,7 @@ def scalar_tensor_tensor(data, op0, operand0, op1, operand1, reverse0=False, rev
 
 def tensor_copy(src, mask=None, dtype=None, engine=engine.unknown) -> Tile:
     call = Call([src], mask)
-    tile, dst = call.output(result_dtype(dtype, src))
+    tile, dst = call.output(_result_dtype(dtype, src))
     if not call.empty:
         nisa06.tensor_copy(dst=dst, src=call.view(src), engine=engine)
     return tile
@@ -163,7 +167,7 @@ def reciprocal(data, dtype=None, mask=None) -> Tile:
 def dropout(data, prob, mask=None, dtype=None) -> Tile:
     """dropout keeps data's dtype, so another `dtype` (documented as a cast) is a copy after it."""
     dropped = _compute(nisa06.dropout, data, None, mask, columns=("prob",), prob=prob)
-    if result_dtype(dtype, data) == dropped.dtype:
+    if _result_dtype(dtype, data) == dropped.dtype:
         return dropped
     return tensor_copy(dropped, mask=mask, dtype=dtype)
 
@@ -203,7 +207,7 @@ def bn_aggr(data, mask=None, dtype=None) -> Tile:
 def max8(src, mask=None, dtype=None) -> Tile:
     """The 8 largest values of each partition (of the masked columns, with a mask)."""
     call = Call([src], mask)
-    tile = new_tile((src.shape[0], 8), result_dtype(dtype, src))
+    tile = _new_tile((src.shape[0], 8), _result_dtype(dtype, src))
     if not call.empty:
         nisa06.max8(dst=tile.base[_rows(call)], src=call.operand(src))
     return tile
@@ -213,7 +217,7 @@ def nc_find_index8(data, vals, mask=None, dtype=None) -> Tile:
     """Where each of vals' 8 values first occurs in each partition of data (with a mask, in the
     rectangle of data it keeps: its rows get their indices, counted within its columns)."""
     call = Call([data], mask)
-    tile = new_tile((data.shape[0], 8), dtype or "uint32")
+    tile = _new_tile((data.shape[0], 8), dtype or "uint32")
     if not call.empty:
         rows = _rows(call)
         nisa06.nc_find_index8(dst=tile.base[rows], data=call.operand(data), vals=_plain(vals)[rows])
@@ -224,7 +228,7 @@ def nc_match_replace8(data, vals, imm, dst_idx=None, mask=None, dtype=None) -> T
     """data with the first match of each of vals' 8 values in each partition replaced by imm (with a
     mask, within the rectangle of data it keeps; the rest of the result is not written)."""
     call = Call([data], mask)
-    tile = new_tile(tuple(data.shape), result_dtype(dtype, data))
+    tile = _new_tile(tuple(data.shape), _result_dtype(dtype, data))
     if not call.empty:
         rows, dst = _rows(call), tile.base if call.box is None else tile.base[call.box]
         nisa06.nc_match_replace8(dst=dst, data=call.operand(data), vals=_plain(vals)[rows], imm=imm,
@@ -286,14 +290,14 @@ def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None) -> 
     difference, cmp_op = comparison
     call = Call([on_true_tile], mask)
     values = np.broadcast_to(difference, call.shape)
-    tile, dst = call.output(result_dtype(dtype, on_true_tile))
+    tile, dst = call.output(_result_dtype(dtype, on_true_tile))
     if call.empty:
         return tile
     values = values[call.box] if call.box is not None else values  # the pattern of the kept rectangle
     steps = _affine_steps(values, "affine_select's predicate")
     pattern = [[step, n] for step, n in zip(steps[1:], values.shape[1:], strict=True)]
     nisa06.affine_select(dst=dst, pattern=pattern, channel_multiplier=steps[0],
-                         on_true_tile=in_sbuf(call.operand(on_true_tile)), on_false_value=on_false_value,
+                         on_true_tile=_in_sbuf(call.operand(on_true_tile)), on_false_value=on_false_value,
                          cmp_op=cmp_op, offset=int(values.flat[0]))
     return tile
 
@@ -323,12 +327,12 @@ def dma_transpose(src, axes=None, mask=None, dtype=None, dge_mode=dge_mode.unkno
         else (axes,)
     if sorted(order) != list(range(rank)):
         raise ShapeError(f"axes={axes!r} is not a permutation of the {rank} dims of src {list(src.shape)}")
-    moved = new_tile(tuple(src.shape[a] for a in order), src.dtype)
+    moved = _new_tile(tuple(src.shape[a] for a in order), src.dtype)
     nisa06.dma_transpose(dst=moved.base, src=_plain(src), axes=order, dge_mode=dge_mode)
-    wanted = result_dtype(dtype, src)
+    wanted = _result_dtype(dtype, src)
     if wanted == src.dtype:
         return moved
-    tile = new_tile(moved.shape, wanted)
+    tile = _new_tile(moved.shape, wanted)
     nisa06.tensor_copy(dst=tile.base, src=moved.base)
     return tile
 
@@ -336,7 +340,7 @@ def dma_transpose(src, axes=None, mask=None, dtype=None, dge_mode=dge_mode.unkno
 def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, dtype=None,
                        mask=None) -> Tile:
     call = Call([data0, data1], mask)
-    tile, dst = call.output(result_dtype(dtype, data0, data1))
+    tile, dst = call.output(_result_dtype(dtype, data0, data1))
     nisa06.tensor_tensor_scan(dst=dst, data0=call.operand(data0), data1=call.operand(data1),
                               initial=_plain(initial), op0=op0, op1=op1, reverse0=reverse0, reverse1=reverse1)
     return tile
@@ -375,14 +379,14 @@ def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, 
     _whole_mask(mask, [], "nisa.local_gather")
     valid = num_valid_indices if num_valid_indices is not None else math.prod(index.shape[1:])
     shape = (src_buffer.shape[0], valid * num_elem_per_idx)
-    tile = new_tile(shape, src_buffer.dtype)
+    tile = _new_tile(shape, src_buffer.dtype)
     nisa06.local_gather(dst=tile.base, src_buffer=_plain(src_buffer), index=_plain(index),
                         num_elem_per_idx=num_elem_per_idx, num_valid_indices=num_valid_indices)
     return tile
 
 
 def sequence_bounds(segment_ids, dtype=None) -> Tile:
-    tile = new_tile((segment_ids.shape[0], 2, *segment_ids.shape[1:]), dtype or segment_ids.dtype)
+    tile = _new_tile((segment_ids.shape[0], 2, *segment_ids.shape[1:]), dtype or segment_ids.dtype)
     nisa06.sequence_bounds(dst=tile.base, segment_ids=_plain(segment_ids))
     return tile
 

@@ -50,18 +50,16 @@ from trnsim.nki.language import (  # noqa: F401 - the names the old nl shares wi
 from trnsim.nki.legacy.index import Predicate, arange, mgrid, par_dim  # noqa: F401
 from trnsim.nki.legacy.operands import ARGUMENTS as _ARGUMENTS
 from trnsim.nki.legacy.operands import HELPERS as _HELPERS
-from trnsim.nki.legacy.operands import (
-    Call,
-    PendingMatmul,
-    PendingReduce,
-    in_sbuf,
-    is_tile,
-    new_tile,
-    note_values,
-)
+from trnsim.nki.legacy.operands import Call, PendingMatmul, PendingReduce
 from trnsim.nki.legacy.operands import holds_values as _holds_values
-from trnsim.nki.legacy.tile import BlockTile, Indexed, Tile, unwrap, wrap
+from trnsim.nki.legacy.operands import in_sbuf as _in_sbuf
+from trnsim.nki.legacy.operands import is_tile as _is_tile
+from trnsim.nki.legacy.operands import new_tile as _new_tile
+from trnsim.nki.legacy.operands import note_values as _note_values
+from trnsim.nki.legacy.tile import BlockTile, Indexed, Tile
 from trnsim.nki.legacy.tile import on_chip as _on_chip
+from trnsim.nki.legacy.tile import unwrap as _unwrap
+from trnsim.nki.legacy.tile import wrap as _wrap
 from trnsim.nki.tensor import DynSlice, IndirectTensor
 
 
@@ -88,7 +86,7 @@ def spmd_dim(*sizes) -> int:
 
 def device_print(prefix, x=None, mask=None) -> None:
     """Print `x` (with a mask, the rectangle of it that the mask keeps)."""
-    if is_tile(x):
+    if _is_tile(x):
         call = Call([x], mask)
         x = None if call.empty else call.view(x, broadcast=False)
     nl06.device_print(prefix, x)
@@ -110,12 +108,12 @@ def finfo(dtype):
 # `lazy_initialization=` (nki-samples' flash attention passes it to nl.zeros / nl.full) told the old
 # compiler when it might fill the tile; the values are the same either way, so it is taken and ignored.
 def ndarray(shape, dtype, buffer=None, name: str = "", lazy_initialization: bool = False) -> Tile:
-    return new_tile(shape, dtype, buffer, name)
+    return _new_tile(shape, dtype, buffer, name)
 
 
 def full(shape, fill_value, dtype, buffer=None, name: str = "", lazy_initialization: bool = False) -> Tile:
     """A filled tile; a block tensor's blocks are each filled when first used, as allocated."""
-    tile = new_tile(shape, dtype, buffer, name)
+    tile = _new_tile(shape, dtype, buffer, name)
     if isinstance(tile, BlockTile):
         make = tile.make
         tile.make = lambda: _filled(make(), fill_value)
@@ -124,7 +122,7 @@ def full(shape, fill_value, dtype, buffer=None, name: str = "", lazy_initializat
 
 
 def _filled(tile: Tile, value) -> Tile:
-    note_values(tile.base)
+    _note_values(tile.base)
     nisa06.memset(dst=tile.base, value=value)
     return tile
 
@@ -138,7 +136,7 @@ def ones(shape, dtype, buffer=None, name: str = "", lazy_initialization: bool = 
 
 
 def empty_like(a, dtype=None, buffer=None, name: str = "", lazy_initialization: bool = False) -> Tile:
-    return new_tile(a.shape, dtype or a.dtype, buffer or a.buffer, name)
+    return _new_tile(a.shape, dtype or a.dtype, buffer or a.buffer, name)
 
 
 def zeros_like(a, dtype=None, buffer=None, name: str = "", lazy_initialization: bool = False) -> Tile:
@@ -155,19 +153,19 @@ def full_like(a, fill_value, dtype=None, buffer=None, name: str = "",
 
 
 def rand(shape, dtype=float32) -> Tile:
-    return wrap(nl06.rand(tuple(shape) if isinstance(shape, tuple | list) else (shape,), dtype))
+    return _wrap(nl06.rand(tuple(shape) if isinstance(shape, tuple | list) else (shape,), dtype))
 
 
 def random_seed(seed, mask=None) -> None:
-    nl06.random_seed(unwrap(seed))
+    nl06.random_seed(_unwrap(seed))
 
 
 def shared_constant(constant, dtype=None) -> Tile:
-    return wrap(nl06.shared_constant(constant, dtype))
+    return _wrap(nl06.shared_constant(constant, dtype))
 
 
 def shared_identity_matrix(n, dtype=uint8) -> Tile:
-    return wrap(nl06.shared_identity_matrix(n, dtype))
+    return _wrap(nl06.shared_identity_matrix(n, dtype))
 
 
 # --- data movement ----------------------------------------------------------------------------------
@@ -190,8 +188,8 @@ def store(dst, value, mask=None):
 
 def _copy_into(target, value, **dma) -> None:
     """dst <- value: a DMA when either side is in HBM, else a Vector-engine copy; numbers memset."""
-    note_values(target)
-    if not is_tile(value) and target.storage.memory is Memory.HBM and target.ndim:
+    _note_values(target)
+    if not _is_tile(value) and target.storage.memory is Memory.HBM and target.ndim:
         # a number into HBM: memset on chip, then the DMAs the old compiler made of the store
         rows, total = nl06.tile_size.pmax, target.shape[0]
         for start in range(0, total, rows):
@@ -199,10 +197,10 @@ def _copy_into(target, value, **dma) -> None:
             staged = backend.new_tensor(part.shape, target.dtype, dtypes.SBUF)
             nisa06.memset(dst=staged, value=value)
             nisa06.dma_copy(dst=part, src=staged, **dma)
-    elif not is_tile(value):
+    elif not _is_tile(value):
         nisa06.memset(dst=target, value=value)
     elif Memory.HBM in (target.storage.memory, value.storage.memory):
-        nisa06.dma_copy(dst=target, src=in_sbuf(value), **dma)  # DMAs do not read PSUM
+        nisa06.dma_copy(dst=target, src=_in_sbuf(value), **dma)  # DMAs do not read PSUM
     else:
         nisa06.tensor_copy(dst=target, src=value, engine=nisa06.engine.vector)
 
@@ -224,11 +222,11 @@ def _add_into(target, value, op, what: str, unique: bool, oob) -> None:
     """target += value by the DMA engines: the old API's read-modify-writes (op np.add only)."""
     if not _is_add(op):
         raise UnsupportedError(f"{what} supports op=np.add only, not {op!r}", what=f"{what} op")
-    if not is_tile(value):  # a number: the tile it stands for, made on chip first
+    if not _is_tile(value):  # a number: the tile it stands for, made on chip first
         staged = backend.new_tensor(target.shape, target.dtype, dtypes.SBUF)
         nisa06.memset(dst=staged, value=value)
         value = staged
-    value = in_sbuf(value)
+    value = _in_sbuf(value)
     if isinstance(target, IndirectTensor) or isinstance(value, IndirectTensor):
         _rmw_copy(target, value, unique=unique, oob=oob)
     else:
@@ -248,7 +246,7 @@ def assign(target, value) -> None:
         return
     source = call.source(value)
     box = value.written if isinstance(value, Tile) else None
-    if box is not None and is_tile(source) and len(box) == view.ndim == source.ndim:
+    if box is not None and _is_tile(source) and len(box) == view.ndim == source.ndim:
         if any(b.start == b.stop for b in box):
             return  # `t[...] = op(..., mask=m)` with m keeping nothing leaves t as it was
         view, source = view[box], source[box]  # the old compiler wrote only the masked part of t
@@ -258,7 +256,7 @@ def assign(target, value) -> None:
 
 def _same_window(a, b) -> bool:
     """Whether two views are the same elements (`t[0:64] += x` stores its own result back)."""
-    return is_tile(a) and is_tile(b) and (a.storage, a.offset, a.shape, a.strides, a.dtype) == (
+    return _is_tile(a) and _is_tile(b) and (a.storage, a.offset, a.shape, a.strides, a.dtype) == (
         b.storage, b.offset, b.shape, b.strides, b.dtype)
 
 
@@ -275,13 +273,13 @@ def update(tile, op: str, value) -> None:
         pending.issue(view, accumulate=True if _holds_values(view) else None)
         return
     from trnsim.nki.legacy import math
-    note_values(view)
+    _note_values(view)
     math.binary(op, tile, value, dtype=tile.dtype, out=tile)
 
 
 def load_transpose2d(src, mask=None, dtype=None) -> Tile:
     _whole_mask(mask, [src], "nl.load_transpose2d")
-    return wrap(nl06.load_transpose2d(_plain(src), dtype))
+    return _wrap(nl06.load_transpose2d(_plain(src), dtype))
 
 
 def copy(src, mask=None, dtype=None) -> Tile:
@@ -309,20 +307,20 @@ def matmul(x, y, transpose_x=False, mask=None) -> Tile:
 
 def transpose(x, dtype=None, mask=None) -> Tile:
     _whole_mask(mask, [x], "nl.transpose")
-    return wrap(nl06.transpose(_plain(x), dtype))
+    return _wrap(nl06.transpose(_plain(x), dtype))
 
 
 def broadcast_to(src, shape) -> Tile:
-    return wrap(nl06.broadcast_to(_plain(src), shape))
+    return _wrap(nl06.broadcast_to(_plain(src), shape))
 
 
 def expand_dims(data, axis) -> Tile:
-    return wrap(nl06.expand_dims(_plain(data), axis))
+    return _wrap(nl06.expand_dims(_plain(data), axis))
 
 
 def gather_flattened(data, indices, mask=None, dtype=None) -> Tile:
     _whole_mask(mask, [indices], "nl.gather_flattened")
-    return wrap(nl06.gather_flattened(_plain(data), _plain(indices), dtype=dtype))
+    return _wrap(nl06.gather_flattened(_plain(data), _plain(indices), dtype=dtype))
 
 
 def loop_reduce(x, op, loop_indices, dtype=None, mask=None) -> Tile:
@@ -381,7 +379,7 @@ def ds(start, size) -> DynSlice:
 def _tiles(call: str, **operands) -> None:
     """Operands that must be tiles (numbers go elsewhere in these calls)."""
     for name, value in operands.items():
-        if not is_tile(value):
+        if not _is_tile(value):
             raise ArgumentError(f"{name} is {calls.describe(value)}; {call} takes a tile there")
 
 
