@@ -4,6 +4,7 @@ and what happens on a machine where the core cannot be built."""
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -72,6 +73,7 @@ def test_ddp_that_finds_unused_parameters_matches_cpu(tmp_path):
     import torch.distributed as dist
 
     dist.init_process_group("neuron", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    wrapped = []
     try:
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
@@ -85,6 +87,12 @@ def test_ddp_that_finds_unused_parameters_matches_cpu(tmp_path):
                                                                       strict=True))
     finally:
         dist.destroy_process_group()
+        # The reducers hold the last references to the gloo group, whose destructor joins its worker
+        # threads while holding the GIL; a worker still freeing its last allreduce needs the GIL, and
+        # the two waited for each other (a hang seen once in CI, torch 2.13). Let the workers finish
+        # first (sleep releases the GIL), then drop the reducers.
+        time.sleep(0.2)
+        wrapped.clear()
 
 
 def _nested():
