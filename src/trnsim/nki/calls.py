@@ -40,7 +40,7 @@ def _is_integer(value) -> bool:
     return (isinstance(value, Integral) and not isinstance(value, bool)) or hasattr(value, "read_value")
 
 
-def _is_tile_or_number(value) -> bool:
+def is_tile_or_number(value) -> bool:
     return _is_tile(value) or (isinstance(value, Real) and not isinstance(value, bool))
 
 
@@ -73,7 +73,7 @@ def _is_dtype(value) -> bool:
 
 TILE = (_is_tile, "a tile (an nl.ndarray or a view of one)")
 INTEGER = (_is_integer, "an integer")
-TILE_OR_NUMBER = (_is_tile_or_number, "a tile or a number")
+TILE_OR_NUMBER = (is_tile_or_number, "a tile or a number")
 AXES = (_is_integers, "an axis or a tuple of axes (integers)")
 SHAPE = (_is_integers, "a shape (a tuple of integers)")
 NAME = (_is_name, "a string")

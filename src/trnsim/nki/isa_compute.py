@@ -134,10 +134,10 @@ def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=_RE
     if not isinstance(combine, str) or combine not in _CUMULATIVE_START:
         raise UnsupportedError(f"tensor_scalar_cumulative op1={combine}; it takes "
                                f"{sorted(_CUMULATIVE_START)}", what="nisa.tensor_scalar_cumulative")
-    if not _number_or_tile(imm0):
+    if not calls.is_tile_or_number(imm0):
         raise ArgumentError(f"imm0={imm0!r}; it must be a number or a [P, 1] tile",
                             op="nisa.tensor_scalar_cumulative")
-    if command == "load_reduce" and not _number_or_tile(imm1):
+    if command == "load_reduce" and not calls.is_tile_or_number(imm1):
         raise ArgumentError(f"imm1={imm1!r}; load_reduce starts from imm1, a number or a [P, 1] tile",
                             op="nisa.tensor_scalar_cumulative")
     srcs = _Inputs([src, src])  # the scan's data0 and data1 (op1 bypass ignores data1)
@@ -145,10 +145,6 @@ def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=_RE
     params = {"initial": start, "op0": combine, "op1": "bypass", "pre_op": op_name(op0),
               "pre_operand": srcs.ref(imm0), "pre_reverse": False, "reduce_cmd": command}
     return _issue(Opcode.TENSOR_TENSOR_SCAN, dst, srcs, params, None, name)
-
-
-def _number_or_tile(value) -> bool:
-    return isinstance(value, NkiTensor) or (isinstance(value, Real) and not isinstance(value, bool))
 
 
 def tensor_partition_reduce(dst, op, data, name=None):

@@ -22,7 +22,7 @@ from trnsim.errors import ArgumentError, UnsupportedError
 from trnsim.nki import backend, calls, dtypes
 from trnsim.nki import isa as nisa06
 from trnsim.nki import language as nl06
-from trnsim.nki.isa_compute import _rmw_copy
+from trnsim.nki.isa_compute import _rmw_copy, _same_access
 from trnsim.nki.language import (  # noqa: F401 - the names the old nl shares with 0.6
     bfloat16,
     bool_,
@@ -250,14 +250,8 @@ def assign(target, value) -> None:
         if any(b.start == b.stop for b in box):
             return  # `t[...] = op(..., mask=m)` with m keeping nothing leaves t as it was
         view, source = view[box], source[box]  # the old compiler wrote only the masked part of t
-    if not _same_window(view, source):
+    if not _same_access(source, view):
         _copy_into(view, source)
-
-
-def _same_window(a, b) -> bool:
-    """Whether two views are the same elements (`t[0:64] += x` stores its own result back)."""
-    return _is_tile(a) and _is_tile(b) and (a.storage, a.offset, a.shape, a.strides, a.dtype) == (
-        b.storage, b.offset, b.shape, b.strides, b.dtype)
 
 
 def update(tile, op: str, value) -> None:
